@@ -1,0 +1,146 @@
+package v1alpha2
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations that ask for an operation on demand. Their value is ignored; the
+// controller removes them when the operation ends. Purge wins over refresh.
+const (
+	RefreshAnnotation = "kubefledged.io/refresh-imagecache"
+	PurgeAnnotation   = "kubefledged.io/purge-imagecache"
+)
+
+// CacheSpecImages is one list of images and the nodes they are cached on.
+type CacheSpecImages struct {
+	// Images to keep cached on every matching node.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +listType=atomic
+	Images []string `json:"images"`
+
+	// NodeSelector chooses the nodes of this list; all nodes when empty.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+}
+
+// ImageCacheSpec is the desired set of cached images.
+type ImageCacheSpec struct {
+	// CacheSpec lists the images and the nodes to cache them on.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	CacheSpec []CacheSpecImages `json:"cacheSpec"`
+
+	// ImagePullSecrets are secrets in the ImageCache's namespace used by every
+	// pull Job.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// ImageCacheActionStatus is the state of the latest operation.
+// +kubebuilder:validation:Enum=Processing;Succeeded;Failed;Aborted;NoImagesPulledOrDeleted;Unknown
+type ImageCacheActionStatus string
+
+// Status values, the original's vocabulary.
+const (
+	ImageCacheActionStatusProcessing              ImageCacheActionStatus = "Processing"
+	ImageCacheActionStatusSucceeded               ImageCacheActionStatus = "Succeeded"
+	ImageCacheActionStatusFailed                  ImageCacheActionStatus = "Failed"
+	ImageCacheActionStatusAborted                 ImageCacheActionStatus = "Aborted"
+	ImageCacheActionStatusNoImagesPulledOrDeleted ImageCacheActionStatus = "NoImagesPulledOrDeleted"
+	ImageCacheActionStatusUnknown                 ImageCacheActionStatus = "Unknown"
+)
+
+// Reasons name the operation that set the status, the original's vocabulary.
+const (
+	ImageCacheReasonImageCacheCreate  = "ImageCacheCreate"
+	ImageCacheReasonImageCacheUpdate  = "ImageCacheUpdate"
+	ImageCacheReasonImageCacheRefresh = "ImageCacheRefresh"
+	ImageCacheReasonImageCachePurge   = "ImageCachePurge"
+	ImageCacheReasonImagePullAborted  = "ImagePullAborted"
+)
+
+// Messages, the original's wording (its spelling of "succesfully" included,
+// since users' alerts match on it).
+const (
+	ImageCacheMessagePullingImages                  = "Images are being successfully pulled on to the nodes. Please view the status after some time"
+	ImageCacheMessageDeletingImages                 = "Images in the cache are being deleted from the nodes. Please view the status after some time"
+	ImageCacheMessageImagesPulledSuccessfully       = "All requested images pulled succesfully to respective nodes"
+	ImageCacheMessageImagesDeletedSuccessfully      = "All cached images succesfully deleted from respective nodes"
+	ImageCacheMessageImagePullFailedForSomeImages   = "Image pull failed for some images. Please see \"failures\" section"
+	ImageCacheMessageImageDeleteFailedForSomeImages = "Image deletion failed for some images. Please see \"failures\" section"
+	ImageCacheMessageNoImagesPulledOrDeleted        = "No images were pulled or deleted"
+	ImageCacheMessagePullingAborted                 = "Image cache processing aborted: the controller restarted during the operation; it runs again"
+)
+
+// NodeReasonMessage says why an image failed on one node.
+type NodeReasonMessage struct {
+	Node    string `json:"node"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// NodeReasonMessageList is the list of failures of one image.
+type NodeReasonMessageList []NodeReasonMessage
+
+// ImageCacheStatus reports the latest operation. The first six fields are the
+// original's; the rest let the controller resume its work level-based.
+type ImageCacheStatus struct {
+	Status  ImageCacheActionStatus `json:"status"`
+	Reason  string                 `json:"reason"`
+	Message string                 `json:"message"`
+	// Failures maps an image to the nodes it failed on.
+	// +optional
+	Failures map[string]NodeReasonMessageList `json:"failures,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// ObservedGeneration is the generation of the spec the latest finished
+	// operation acted on; a larger metadata.generation means an update is due.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ProcessedSpec is the cache spec as the latest finished operation left it
+	// on the nodes. An update pulls what the spec gained over it and deletes
+	// what it lost, list by list.
+	// +optional
+	ProcessedSpec *ImageCacheSpec `json:"processedSpec,omitempty"`
+}
+
+// ImageCache keeps a set of images cached on the nodes that match each list.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ic,categories=kubefledged
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ImageCache struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec ImageCacheSpec `json:"spec"`
+	// +optional
+	Status ImageCacheStatus `json:"status,omitempty"`
+}
+
+// ImageCacheList is a list of ImageCaches.
+//
+// +kubebuilder:object:root=true
+type ImageCacheList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ImageCache `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ImageCache{}, &ImageCacheList{})
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(g Gomega, e *Enum, d *Duration, n *PositiveInt)
+	}{
+		{name: "defaults", args: nil, check: func(g Gomega, e *Enum, d *Duration, n *PositiveInt) {
+			g.Expect(e.Value).To(Equal("delete"))
+			g.Expect(d.Value).To(Equal(5 * time.Minute))
+		}},
+		{name: "enum any case", args: []string{"--policy=RETAIN"}, check: func(g Gomega, e *Enum, _ *Duration, _ *PositiveInt) {
+			g.Expect(e.Value).To(Equal("retain"))
+		}},
+		{name: "enum bad", args: []string{"--policy=keep"}, wantErr: `test: invalid value "keep" for flag -policy: "keep" is not allowed: use one of delete, retain`},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "test: flag provided but not defined: -nope"},
+		{name: "positional", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
+		{name: "duration bad", args: []string{"--deadline=5"}, wantErr: "is not a duration"},
+		{name: "duration negative", args: []string{"--deadline=-1s"}, wantErr: "is negative"},
+		{name: "duration short", args: []string{"--deadline=1ms"}, wantErr: "too short: use at least 1s"},
+		{name: "int small", args: []string{"--n=0"}, wantErr: "use 1 or more"},
+		{name: "int junk", args: []string{"--n=1x"}, wantErr: "not a whole number"},
+		{name: "int ok", args: []string{"--n=7"}, check: func(g Gomega, _ *Enum, _ *Duration, n *PositiveInt) { g.Expect(n.Value).To(Equal(7)) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fs := NewFlagSet("test")
+			e := NewEnum("delete", "delete", "retain")
+			d := &Duration{Value: 5 * time.Minute, Min: time.Second}
+			n := &PositiveInt{Value: 1, Min: 1}
+			fs.Var(e, "policy", "")
+			fs.Var(d, "deadline", "")
+			fs.Var(n, "n", "")
+			err := Parse(fs, c.args)
+			if c.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(c.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			c.check(g, e, d, n)
+		})
+	}
+}
