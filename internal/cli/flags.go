@@ -26,10 +26,12 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%s: %s", fs.Name(), strings.TrimSpace(err.Error()))
+		// The flag package names flags with one dash; our docs use two.
+		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), " -", " --")
+		return errors.New(msg)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q: this command takes flags only", fs.Name(), fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q: this command takes flags only", fs.Arg(0))
 	}
 	return nil
 }

@@ -21,8 +21,8 @@ func TestParse(t *testing.T) {
 		{name: "enum any case", args: []string{"--policy=RETAIN"}, check: func(g Gomega, e *Enum, _ *Duration, _ *PositiveInt) {
 			g.Expect(e.Value).To(Equal("retain"))
 		}},
-		{name: "enum bad", args: []string{"--policy=keep"}, wantErr: `test: invalid value "keep" for flag -policy: "keep" is not allowed: use one of delete, retain`},
-		{name: "unknown flag", args: []string{"--nope"}, wantErr: "test: flag provided but not defined: -nope"},
+		{name: "enum bad", args: []string{"--policy=keep"}, wantErr: `invalid value "keep" for flag --policy: "keep" is not allowed: use one of delete, retain`},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined: --nope"},
 		{name: "positional", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
 		{name: "duration bad", args: []string{"--deadline=5"}, wantErr: "is not a duration"},
 		{name: "duration negative", args: []string{"--deadline=-1s"}, wantErr: "is negative"},

@@ -1,0 +1,240 @@
+package commands
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
+	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+// ControllerOptions are the controller's flags. The original's flags keep
+// their names and defaults.
+type ControllerOptions struct {
+	Deadline           cli.Duration
+	RefreshEvery       cli.Duration
+	PullPolicy         *cli.Enum
+	ServiceAccountName string
+	DeleteHostNetwork  bool
+	PriorityClassName  string
+	Retention          *cli.Enum
+	CRISocketPath      string
+	HelperImage        string
+	Kubeconfig         string
+	Master             string
+
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	MetricsAddr             string
+	ProbeAddr               string
+	LogLevel                *cli.Enum
+	Verbosity               int
+	QPS                     cli.PositiveInt
+	Burst                   cli.PositiveInt
+	Workers                 cli.PositiveInt
+}
+
+// DefaultHelperImage is the image the Jobs run our helpers from, unless the
+// flag or KUBEFLEDGED_IMAGE names another (the chart passes its own image).
+const DefaultHelperImage = "ghcr.io/kubefledged/kube-fledged:v0.1.0"
+
+// NewControllerOptions returns the defaults.
+func NewControllerOptions() *ControllerOptions {
+	helper := DefaultHelperImage
+	for _, env := range []string{"KUBEFLEDGED_IMAGE", "KUBEFLEDGED_CRI_CLIENT_IMAGE"} {
+		if v := os.Getenv(env); v != "" {
+			helper = v
+			break
+		}
+	}
+	ns := os.Getenv("KUBEFLEDGED_NAMESPACE")
+	if ns == "" {
+		ns = "kube-fledged"
+	}
+	return &ControllerOptions{
+		Deadline:                cli.Duration{Value: 5 * time.Minute, Min: time.Second},
+		RefreshEvery:            cli.Duration{Value: 15 * time.Minute, Min: time.Second, ZeroOK: true},
+		PullPolicy:              cli.NewEnum("IfNotPresent", "IfNotPresent", "Always"),
+		Retention:               cli.NewEnum("delete", "delete", "retain"),
+		HelperImage:             helper,
+		LeaderElect:             true,
+		LeaderElectionID:        "kubefledged-controller.kubefledged.io",
+		LeaderElectionNamespace: ns,
+		MetricsAddr:             ":8080",
+		ProbeAddr:               ":8081",
+		LogLevel:                cli.NewEnum("info", "debug", "info", "error"),
+		QPS:                     cli.PositiveInt{Value: 100, Min: 1},
+		Burst:                   cli.PositiveInt{Value: 200, Min: 1},
+		Workers:                 cli.PositiveInt{Value: 4, Min: 1},
+	}
+}
+
+// BindFlags registers the flags on fs.
+func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
+	fs.Var(&o.Deadline, "image-pull-deadline-duration", "how long an operation's Jobs may run before unfinished ones are settled as failed")
+	fs.Var(&o.RefreshEvery, "image-cache-refresh-frequency", "how often every cache is refreshed; 0s turns periodic refresh off")
+	fs.Var(o.PullPolicy, "image-pull-policy", "pull policy of the pull Jobs: IfNotPresent or Always")
+	fs.StringVar(&o.ServiceAccountName, "service-account-name", "", "ServiceAccount the Jobs run as (default: none, no token mounted)")
+	fs.BoolVar(&o.DeleteHostNetwork, "image-delete-job-host-network", false, "run the delete Jobs in the host network")
+	fs.StringVar(&o.PriorityClassName, "job-priority-class-name", "", "PriorityClass of the Jobs' pods")
+	fs.Var(o.Retention, "job-retention-policy", "what happens to an operation's Jobs when it ends: delete or retain")
+	fs.StringVar(&o.CRISocketPath, "cri-socket-path", "", "CRI socket on every node, overriding the runtime's default")
+	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage, "our own image, run by the Jobs for their helpers")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+	fs.StringVar(&o.Master, "master", "", "API server address, overriding the kubeconfig's")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader, so that only one replica creates Jobs")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election Lease")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz; 0 turns them off")
+	fs.Var(o.LogLevel, "zap-log-level", "log level: debug, info or error")
+	fs.IntVar(&o.Verbosity, "v", 0, "the original's log verbosity; 4 or more logs at debug level")
+	fs.Var(&o.QPS, "kube-api-qps", "queries per second to the API server")
+	fs.Var(&o.Burst, "kube-api-burst", "burst of queries to the API server")
+	fs.Var(&o.Workers, "workers", "caches worked on at once")
+}
+
+func runController(args []string, stdout, stderr io.Writer) error {
+	o := NewControllerOptions()
+	fs := cli.NewFlagSet("controller")
+	o.BindFlags(fs)
+	if err := parseOrHelp(fs, args, stderr); err != nil {
+		return err
+	}
+	setupLogging(o.LogLevel.Value, o.Verbosity, stderr)
+	cfg, err := restConfig(o.Kubeconfig, o.Master)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(o.QPS.Value), o.Burst.Value
+	return RunController(ctrl.SetupSignalHandler(), cfg, o)
+}
+
+// Scheme holds the types the controller reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha2.AddToScheme(s)
+	return s
+}
+
+// RunController runs the controller until ctx ends. Tests call it in-process.
+func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) error {
+	scheme := Scheme()
+	// Only our own Jobs and their pods are cached: on a large cluster the
+	// rest would cost memory for nothing.
+	ours := labels.SelectorFromSet(labels.Set{jobs.LabelApp: jobs.LabelAppValue, jobs.LabelManager: jobs.LabelManagerValue})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Label: ours},
+			&corev1.Pod{}:  {Label: ours},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	clean := preflight.New(direct)
+	if err := mgr.Add(clean); err != nil {
+		return err
+	}
+	r := &imagecache.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("kubefledged-controller"),
+		Ready:     clean.Done(),
+		Config: imagecache.Config{
+			Deadline:     o.Deadline.Value,
+			RefreshEvery: o.RefreshEvery.Value,
+			Retain:       o.Retention.Value == "retain",
+			AlwaysPull:   o.PullPolicy.Value == string(corev1.PullAlways),
+			Jobs: jobs.Options{
+				HelperImage:        o.HelperImage,
+				PullPolicy:         corev1.PullPolicy(o.PullPolicy.Value),
+				ServiceAccountName: o.ServiceAccountName,
+				PriorityClassName:  o.PriorityClassName,
+				DeleteHostNetwork:  o.DeleteHostNetwork,
+				CRISocketPath:      o.CRISocketPath,
+				ActiveDeadline:     3600,
+			},
+			MaxConcurrentReconciles: o.Workers.Value,
+		},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value,
+		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String())
+	return mgr.Start(ctx)
+}
+
+func setupLogging(level string, verbosity int, w io.Writer) {
+	opts := zap.Options{Development: false, DestWriter: w}
+	switch {
+	case level == "debug" || verbosity >= 4:
+		opts.Development = true
+	}
+	l := zap.New(zap.UseFlagOptions(&opts))
+	if level == "error" {
+		l = zap.New(zap.UseFlagOptions(&opts), zap.Level(zapErrorLevel()))
+	}
+	ctrl.SetLogger(l)
+}
+
+// restConfig loads the cluster config: --kubeconfig, else in-cluster, else
+// $KUBECONFIG or ~/.kube/config.
+func restConfig(kubeconfig, master string) (*rest.Config, error) {
+	if kubeconfig == "" && master == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{ClusterInfo: clientcmdClusterOverride(master)}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	return cfg, nil
+}

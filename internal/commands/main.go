@@ -1,0 +1,80 @@
+// Package commands holds the subcommands of the one kubefledged binary: the
+// operator, the controller, and the small helpers its Jobs run.
+package commands
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"controller": {"run the ImageCache controller and its validating webhook", runController},
+	"operator":   {"run the Helm operator that reconciles KubeFledged CRs (watches.yaml)", runOperator},
+	"copy-self":  {"pull-Job helper: copy this binary into a shared volume", runCopySelf},
+	"exit":       {"pull-Job helper: exit 0 at once (runs inside the image being pulled)", runExit},
+	"cri-rmi":    {"delete-Job helper: remove an image through the node's CRI socket", runCRIRemove},
+	"version":    {"print the version", runVersion},
+}
+
+// Version is set at build time with -ldflags -X.
+var Version = "v0.1.0-dev"
+
+// Main runs the subcommand named by args[0] and returns the exit code. Errors
+// are one line on stderr, naming the flag and what it accepts.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "kubefledged: unknown command %q: use one of %s\n", args[0], strings.Join(names(), ", "))
+		return 2
+	}
+	if err := cmd.run(args[1:], stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "kubefledged %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func names() []string {
+	var out []string
+	for n := range commands {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: kubefledged <command> [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, n := range names() {
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'kubefledged <command> --help' for a command's flags.")
+}
+
+func runVersion(args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("takes no arguments")
+	}
+	fmt.Fprintln(stdout, Version)
+	return nil
+}

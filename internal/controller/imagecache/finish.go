@@ -1,0 +1,153 @@
+package imagecache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/internal/results"
+)
+
+// finish ends an operation: Jobs are deleted or labelled by the retention
+// policy, the on-demand annotations are removed, the final status is written
+// and an Event says how it went. Each step is idempotent; any error retries
+// the whole of finish with the results fixed in op.final.
+func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	if err := r.retain(ctx, cache, op); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.removeAnnotations(ctx, cache); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	sum := op.final.summary
+	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		fresh := &v1alpha2.ImageCache{}
+		if err := r.APIReader.Get(ctx, key, fresh); err != nil {
+			return err
+		}
+		if fresh.UID != op.uid {
+			return apierrors.NewNotFound(v1alpha2.GroupVersion.WithResource("imagecaches").GroupResource(), key.Name)
+		}
+		st := &fresh.Status
+		st.Status = sum.Status
+		st.Reason = string(op.kind)
+		st.Message = sum.Message
+		st.Failures = sum.Failures
+		now := metav1.NewTime(r.Clock.Now())
+		st.CompletionTime = &now
+		st.ObservedGeneration = op.generation
+		if op.kind == plan.Purge {
+			// Nothing is on the nodes any more: a later update pulls all.
+			st.ProcessedSpec = nil
+		} else {
+			st.ProcessedSpec = op.spec.DeepCopy()
+		}
+		if err := r.Client.Status().Update(ctx, fresh); err != nil {
+			return err
+		}
+		cache = fresh
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		r.ops.drop(key)
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing the final status: %w", err)
+	}
+	r.ops.drop(key)
+
+	evType := corev1.EventTypeNormal
+	if sum.Status == v1alpha2.ImageCacheActionStatusFailed {
+		evType = corev1.EventTypeWarning
+	}
+	r.Recorder.Event(cache, evType, string(op.kind), sum.Message)
+	logger.Info("operation finished", "id", op.id, "operation", op.kind, "status", sum.Status,
+		"jobs", len(op.work), "failedImages", len(sum.Failures), "took", r.Clock.Since(op.start).String())
+	// The status write wakes the cache again; that reconcile schedules the
+	// next due operation (a spec edit made meanwhile, a periodic refresh).
+	return ctrl.Result{}, nil
+}
+
+// retain applies --job-retention-policy to the operation's Jobs. delete:
+// all go, with their pods, whatever their result. retain: all stay, running
+// ones included, labelled with their result for `kubectl get jobs -l`.
+func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
+	if !r.Config.Retain {
+		return client.IgnoreNotFound(r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(cache.Namespace),
+			client.MatchingLabels{jobs.LabelOperation: op.id},
+			client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	}
+	sem := make(chan struct{}, r.Config.CreateParallelism)
+	errs := make(chan error, len(op.names))
+	for _, name := range op.names {
+		o, ok := op.final.byJob[name]
+		if !ok || !op.created[name] {
+			errs <- nil
+			continue
+		}
+		sem <- struct{}{}
+		go func(name string, o results.Outcome) {
+			defer func() { <-sem }()
+			errs <- r.labelResult(ctx, cache.Namespace, name, o)
+		}(name, o)
+	}
+	var first error
+	for range op.names {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Reconciler) labelResult(ctx context.Context, ns, name string, o results.Outcome) error {
+	result := jobs.ResultSucceeded
+	switch {
+	case o.State == results.Succeeded:
+	case o.Expired:
+		result = jobs.ResultExpired
+	default:
+		result = jobs.ResultFailed
+	}
+	msg := o.Reason
+	if o.Message != "" {
+		msg += ": " + o.Message
+	}
+	patch := map[string]any{"metadata": map[string]any{
+		"labels":      map[string]string{jobs.LabelResult: result},
+		"annotations": map[string]string{jobs.AnnotationResultMsg: msg},
+	}}
+	body, _ := json.Marshal(patch)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, job, client.RawPatch(types.MergePatchType, body)))
+}
+
+// removeAnnotations drops the on-demand annotations. A merge patch that nulls
+// the keys needs no resourceVersion and is a no-op when they are gone.
+func (r *Reconciler) removeAnnotations(ctx context.Context, cache *v1alpha2.ImageCache) error {
+	_, refresh := cache.Annotations[v1alpha2.RefreshAnnotation]
+	_, purge := cache.Annotations[v1alpha2.PurgeAnnotation]
+	if !refresh && !purge {
+		return nil
+	}
+	body := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, v1alpha2.RefreshAnnotation, v1alpha2.PurgeAnnotation))
+	target := &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: cache.Namespace, Name: cache.Name}}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)))
+}

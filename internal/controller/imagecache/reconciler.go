@@ -1,0 +1,145 @@
+// Package imagecache runs ImageCache operations: it decides which operation
+// is due, starts its Jobs, settles their results and writes the final status.
+// The decisions themselves live in the pure packages plan, jobs and results.
+package imagecache
+
+import (
+	"context"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+)
+
+// Config is the controller's behaviour as set by its flags.
+type Config struct {
+	// Deadline is --image-pull-deadline-duration.
+	Deadline time.Duration
+	// RefreshEvery is --image-cache-refresh-frequency (0: off).
+	RefreshEvery time.Duration
+	// Retain is --job-retention-policy=retain.
+	Retain bool
+	// AlwaysPull is --image-pull-policy=Always.
+	AlwaysPull bool
+	Jobs       jobs.Options
+	// CreateParallelism bounds the Job creations one reconcile sends at once.
+	CreateParallelism int
+	// MaxConcurrentReconciles is how many caches are worked on at once.
+	MaxConcurrentReconciles int
+}
+
+// Reconciler drives ImageCache operations.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Clock     clock.Clock
+	Config    Config
+	// Ready is closed when the start-up clean-up has finished; no operation
+	// starts before, so no new Job can be deleted by it.
+	Ready <-chan struct{}
+
+	started time.Time
+	ops     *tracker
+}
+
+// SetupWithManager registers the reconciler. Jobs are owned: every change of
+// a Job's status wakes its cache, so no result is missed, however fast its
+// pod finished.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Config.CreateParallelism <= 0 {
+		r.Config.CreateParallelism = 16
+	}
+	if r.Config.MaxConcurrentReconciles <= 0 {
+		r.Config.MaxConcurrentReconciles = 4
+	}
+	r.started = r.Clock.Now()
+	r.ops = newTracker()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("imagecache").
+		For(&v1alpha2.ImageCache{}).
+		Owns(&batchv1.Job{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// Reconcile moves one cache one step: start a due operation, or settle and
+// finish the running one.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.Ready != nil {
+		select {
+		case <-r.Ready:
+		case <-ctx.Done():
+			return ctrl.Result{}, ctx.Err()
+		}
+	}
+	logger := log.FromContext(ctx)
+
+	cache := &v1alpha2.ImageCache{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cache); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Its Jobs go with it through their owner references; the
+			// images stay on the nodes, as in the original.
+			r.ops.drop(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !cache.DeletionTimestamp.IsZero() {
+		r.ops.drop(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+
+	op := r.ops.get(req.NamespacedName)
+	if op != nil && op.uid != cache.UID {
+		r.ops.drop(req.NamespacedName)
+		op = nil
+	}
+	if op != nil {
+		return r.progress(ctx, cache, op)
+	}
+
+	if cache.Status.Status == v1alpha2.ImageCacheActionStatusProcessing {
+		// Processing with no operation in memory: either our read is stale
+		// (the update below then conflicts and we retry on fresh data) or the
+		// operation was lost; abort it so that it runs again.
+		logger.Info("found Processing cache without a running operation; aborting it to run it again")
+		return ctrl.Result{}, r.abort(ctx, cache)
+	}
+
+	kind, due, after := plan.Due(cache, plan.Timing{Now: r.Clock.Now(), Started: r.started, RefreshEvery: r.Config.RefreshEvery})
+	if !due {
+		return ctrl.Result{RequeueAfter: after}, nil
+	}
+	return r.start(ctx, cache, kind)
+}
+
+// abort marks a cache whose operation cannot be finished. The update carries
+// the resourceVersion read, so a stale read fails instead of aborting a live
+// operation.
+func (r *Reconciler) abort(ctx context.Context, cache *v1alpha2.ImageCache) error {
+	Abort(cache, r.Clock.Now())
+	return r.Client.Status().Update(ctx, cache)
+}
+
+// Abort sets the original's aborted status on a cache.
+func Abort(cache *v1alpha2.ImageCache, now time.Time) {
+	cache.Status.Status = v1alpha2.ImageCacheActionStatusAborted
+	cache.Status.Reason = v1alpha2.ImageCacheReasonImagePullAborted
+	cache.Status.Message = v1alpha2.ImageCacheMessagePullingAborted
+	t := metav1Time(now)
+	cache.Status.CompletionTime = &t
+}

@@ -1,0 +1,290 @@
+package jobs
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/images"
+)
+
+// Kind says whether a Job pulls an image onto a node or deletes it from one.
+type Kind string
+
+const (
+	Pull   Kind = "pull"
+	Delete Kind = "delete"
+)
+
+// Node is what a Job needs to know of its target node.
+type Node struct {
+	Name string
+	// Runtime is status.nodeInfo.containerRuntimeVersion, e.g. containerd://1.7.2.
+	Runtime string
+}
+
+// Work is one (image, node) action of an operation.
+type Work struct {
+	Kind  Kind
+	Image string // as written in the spec; it keys the failures map
+	Ref   images.Ref
+	Node  Node
+}
+
+// Key identifies a work item within an operation.
+func (w Work) Key() string { return string(w.Kind) + "|" + w.Ref.String() + "|" + w.Node.Name }
+
+// Options are the controller-wide settings that shape every Job.
+type Options struct {
+	// HelperImage is our own image: the pull Job's init container and the
+	// delete Job's CRI client.
+	HelperImage string
+	// PullPolicy is the flag --image-pull-policy: IfNotPresent or Always.
+	PullPolicy         corev1.PullPolicy
+	ServiceAccountName string
+	PriorityClassName  string
+	DeleteHostNetwork  bool
+	// CRISocketPath overrides the runtime's default socket on every node.
+	CRISocketPath string
+	// ActiveDeadline bounds a Job's life in the cluster, retained or not.
+	ActiveDeadline int64
+}
+
+// Owner is the cache and operation a Job belongs to.
+type Owner struct {
+	Cache     *v1alpha2.ImageCache
+	Operation string
+}
+
+// HelperBinary is where our binary lives in our own image.
+const HelperBinary = "/kubefledged"
+
+const (
+	binVolume = "kubefledged-bin"
+	binDir    = "/kubefledged-bin"
+	criVolume = "cri-socket"
+	criMount  = "/run/kubefledged/cri.sock"
+)
+
+// Name is the Job's fixed name: the cache name cut to fit, and a hash of the
+// operation and work. Fixed names make creation idempotent, so a retried
+// create can never duplicate a Job.
+func Name(cacheName, operation string, w Work) string {
+	h := shortHash(operation, w.Key())
+	// Job names become pod label values: 63 characters at most, and the
+	// Job controller appends a 5-character pod suffix to the name.
+	prefix := cacheName
+	if max := 63 - len(h) - 1 - 6; len(prefix) > max {
+		prefix = prefix[:max]
+	}
+	prefix = strings.TrimRight(prefix, "-.")
+	return prefix + "-" + h
+}
+
+// Build returns the Job for one work item.
+func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
+	cache := o.Cache
+	var pod corev1.PodSpec
+	switch w.Kind {
+	case Pull:
+		pod = pullPod(cache, w, opts)
+	case Delete:
+		p, err := deletePod(w, opts)
+		if err != nil {
+			return nil, err
+		}
+		pod = p
+	default:
+		return nil, fmt.Errorf("unknown job kind %q", w.Kind)
+	}
+	pod.RestartPolicy = corev1.RestartPolicyNever
+	pod.Affinity = pinTo(w.Node.Name)
+	// Image Jobs must run wherever the image is wanted; node choice is the
+	// controller's decision, made before a Job exists.
+	pod.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	pod.PriorityClassName = opts.PriorityClassName
+	if opts.ServiceAccountName != "" {
+		pod.ServiceAccountName = opts.ServiceAccountName
+	} else {
+		pod.AutomountServiceAccountToken = ptr.To(false)
+	}
+
+	lbls := map[string]string{
+		LabelApp:        LabelAppValue,
+		LabelManager:    LabelManagerValue,
+		LabelImageCache: CacheLabelValue(cache.Name),
+		LabelController: LabelControllerVal,
+		LabelCacheUID:   string(cache.UID),
+		LabelOperation:  o.Operation,
+		LabelKind:       string(w.Kind),
+	}
+	ann := map[string]string{
+		AnnotationImage:   w.Image,
+		AnnotationNode:    w.Node.Name,
+		AnnotationRuntime: w.Node.Runtime,
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        Name(cache.Name, o.Operation, w),
+			Namespace:   cache.Namespace,
+			Labels:      lbls,
+			Annotations: ann,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1alpha2.GroupVersion.String(),
+				Kind:               "ImageCache",
+				Name:               cache.Name,
+				UID:                cache.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(opts.ActiveDeadline),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(lbls), Annotations: copyMap(ann)},
+				Spec:       pod,
+			},
+		},
+	}
+	return job, nil
+}
+
+// pullPod runs the target image with our tiny helper as its command, so any
+// image, even one with no shell or no binaries at all, can be "run" and is
+// thereby pulled onto the node.
+func pullPod(cache *v1alpha2.ImageCache, w Work, opts Options) corev1.PodSpec {
+	policy := corev1.PullIfNotPresent
+	if opts.PullPolicy == corev1.PullAlways || w.Ref.Floating() {
+		policy = corev1.PullAlways
+	}
+	return corev1.PodSpec{
+		ImagePullSecrets: cache.Spec.ImagePullSecrets,
+		Volumes: []corev1.Volume{{
+			Name:         binVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}},
+		}},
+		InitContainers: []corev1.Container{{
+			Name:            "install-helper",
+			Image:           opts.HelperImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         []string{HelperBinary, "copy-self", "--to=" + binDir + "/kubefledged"},
+			VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
+			SecurityContext: restricted(),
+			Resources:       smallResources(),
+		}},
+		Containers: []corev1.Container{{
+			Name:                     "pull",
+			Image:                    w.Image,
+			ImagePullPolicy:          policy,
+			Command:                  []string{binDir + "/kubefledged", "exit"},
+			VolumeMounts:             []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}},
+			SecurityContext:          restricted(),
+			Resources:                smallResources(),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}},
+	}
+}
+
+// deletePod runs our CRI client against the node's runtime socket. It needs
+// root only to open the socket; it keeps no capabilities.
+func deletePod(w Work, opts Options) (corev1.PodSpec, error) {
+	socket := opts.CRISocketPath
+	if socket == "" {
+		s, err := DefaultSocket(w.Node.Runtime)
+		if err != nil {
+			return corev1.PodSpec{}, err
+		}
+		socket = s
+	}
+	sc := restricted()
+	sc.RunAsNonRoot = ptr.To(false)
+	sc.RunAsUser = ptr.To[int64](0)
+	return corev1.PodSpec{
+		HostNetwork: opts.DeleteHostNetwork,
+		Volumes: []corev1.Volume{{
+			Name: criVolume,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: socket, Type: ptr.To(corev1.HostPathSocket),
+			}},
+		}},
+		Containers: []corev1.Container{{
+			Name:                     "delete",
+			Image:                    opts.HelperImage,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  []string{HelperBinary, "cri-rmi", "--endpoint=unix://" + criMount, "--image=" + w.Image},
+			VolumeMounts:             []corev1.VolumeMount{{Name: criVolume, MountPath: criMount}},
+			SecurityContext:          sc,
+			Resources:                smallResources(),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}},
+	}, nil
+}
+
+// Default runtime sockets. Docker is reached through cri-dockerd, the only
+// CRI endpoint a Docker node has since dockershim was removed.
+const (
+	SocketContainerd = "/run/containerd/containerd.sock"
+	SocketCRIO       = "/var/run/crio/crio.sock"
+	SocketCRIDockerd = "/var/run/cri-dockerd.sock"
+)
+
+// DefaultSocket picks the CRI socket from a node's containerRuntimeVersion.
+func DefaultSocket(runtime string) (string, error) {
+	scheme, _, _ := strings.Cut(runtime, "://")
+	switch scheme {
+	case "containerd":
+		return SocketContainerd, nil
+	case "cri-o":
+		return SocketCRIO, nil
+	case "docker":
+		return SocketCRIDockerd, nil
+	}
+	return "", fmt.Errorf("container runtime %q is not supported: known are containerd, cri-o and docker (cri-dockerd); set --cri-socket-path to use another CRI socket", runtime)
+}
+
+// pinTo pins a pod to one node by name rather than by the hostname label,
+// which some clusters do not set or set to something else.
+func pinTo(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+				}},
+			}},
+		},
+	}}
+}
+
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](65534),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func smallResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+func node(name string, labels map[string]string, images ...string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.7.0"
+	if len(images) > 0 {
+		n.Status.Images = []corev1.ContainerImage{{Names: images}}
+	}
+	return n
+}
+
+func keys(p Plan) []string {
+	var out []string
+	for _, w := range p.Work {
+		out = append(out, string(w.Kind)+" "+w.Image+" "+w.Node.Name)
+	}
+	return out
+}
+
+func TestBuild(t *testing.T) {
+	nodes := []corev1.Node{
+		node("a", map[string]string{"tier": "web"}, "docker.io/library/nginx:1.21"),
+		node("b", map[string]string{"tier": "db"}),
+	}
+	spec := func(lists ...v1alpha2.CacheSpecImages) v1alpha2.ImageCacheSpec {
+		return v1alpha2.ImageCacheSpec{CacheSpec: lists}
+	}
+	cases := []struct {
+		name        string
+		in          Input
+		want        []string
+		wantPresent int
+		wantInvalid []string
+	}{
+		{
+			name: "create pulls every image on every matching node, skipping present ones",
+			in:   Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"nginx:1.21", "redis:7"}}), Nodes: nodes},
+			want: []string{"pull redis:7 a", "pull nginx:1.21 b", "pull redis:7 b"}, wantPresent: 1,
+		},
+		{
+			name: "Always policy skips nothing",
+			in:   Input{Op: Refresh, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"nginx:1.21"}}), Nodes: nodes, AlwaysPull: true},
+			want: []string{"pull nginx:1.21 a", "pull nginx:1.21 b"},
+		},
+		{
+			name: "latest is always pulled even when present",
+			in:   Input{Op: Refresh, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"busybox"}}), Nodes: []corev1.Node{node("a", nil, "docker.io/library/busybox:latest")}},
+			want: []string{"pull busybox a"},
+		},
+		{
+			name: "node selector restricts the nodes",
+			in:   Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"tier": "db"}}), Nodes: nodes},
+			want: []string{"pull redis:7 b"},
+		},
+		{
+			name: "a selector matching no node gives no work",
+			in:   Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"tier": "none"}}), Nodes: nodes},
+		},
+		{
+			name: "the same image twice (after normalisation) is one job per node",
+			in: Input{Op: Create, Spec: spec(
+				v1alpha2.CacheSpecImages{Images: []string{"redis:7"}},
+				v1alpha2.CacheSpecImages{Images: []string{"docker.io/library/redis:7"}, NodeSelector: map[string]string{"tier": "db"}},
+			), Nodes: nodes},
+			want: []string{"pull redis:7 a", "pull redis:7 b"},
+		},
+		{
+			name: "purge deletes every image on matching nodes",
+			in:   Input{Op: Purge, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"nginx:1.21"}, NodeSelector: map[string]string{"tier": "web"}}), Nodes: nodes},
+			want: []string{"delete nginx:1.21 a"},
+		},
+		{
+			name: "update pulls only what a list gains and deletes what it loses",
+			in: Input{Op: Update,
+				Spec:  spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7", "postgres:16"}}),
+				Prior: &v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"redis:7", "mysql:8"}}}},
+				Nodes: nodes},
+			want: []string{"pull postgres:16 a", "pull postgres:16 b", "delete mysql:8 a", "delete mysql:8 b"},
+		},
+		{
+			name: "update with a new list pulls all of it; a lost list deletes all of it",
+			in: Input{Op: Update,
+				Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}, v1alpha2.CacheSpecImages{Images: []string{"memcached:1"}, NodeSelector: map[string]string{"tier": "db"}}),
+				Prior: &v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"redis:7"}}, {Images: []string{"x:1"}},
+					{Images: []string{"y:1"}, NodeSelector: map[string]string{"tier": "web"}}}},
+				Nodes: nodes},
+			want: []string{"pull memcached:1 b", "delete x:1 a", "delete x:1 b", "delete y:1 a"},
+		},
+		{
+			name: "update after a purge (no prior spec) pulls everything",
+			in:   Input{Op: Update, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: nodes},
+			want: []string{"pull redis:7 a", "pull redis:7 b"},
+		},
+		{
+			name:        "invalid images are reported, not planned",
+			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"Not A Ref", "redis:7"}}), Nodes: nodes[:1]},
+			want:        []string{"pull redis:7 a"},
+			wantInvalid: []string{"Not A Ref"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := Build(c.in)
+			g.Expect(keys(p)).To(ConsistOf(c.want))
+			g.Expect(p.Present).To(Equal(c.wantPresent))
+			var invalid []string
+			for k := range p.Invalid {
+				invalid = append(invalid, k)
+			}
+			g.Expect(invalid).To(ConsistOf(c.wantInvalid))
+			for _, w := range p.Work {
+				g.Expect(w.Kind).To(BeElementOf(jobs.Pull, jobs.Delete))
+			}
+		})
+	}
+}
+
+func TestDue(t *testing.T) {
+	started := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(started.Add(d)); return &t }
+	prior := &v1alpha2.ImageCacheSpec{}
+	cases := []struct {
+		name      string
+		cache     v1alpha2.ImageCache
+		now       time.Duration
+		every     time.Duration
+		want      Operation
+		wantDue   bool
+		wantAfter time.Duration
+	}{
+		{name: "new cache is created", cache: v1alpha2.ImageCache{}, want: Create, wantDue: true},
+		{name: "purge annotation wins over refresh", want: Purge, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1, Annotations: map[string]string{v1alpha2.PurgeAnnotation: "", v1alpha2.RefreshAnnotation: ""}},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(time.Minute)}}},
+		{name: "spec change is an update", want: Update, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 2},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(time.Minute)}}},
+		{name: "refresh annotation", want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1, Annotations: map[string]string{v1alpha2.RefreshAnnotation: "x"}},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Failed", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(time.Minute)}}},
+		{name: "aborted create runs as create", want: Create, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Aborted", Reason: v1alpha2.ImageCacheReasonImagePullAborted}}},
+		{name: "aborted refresh runs as refresh", want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Aborted", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(time.Minute)}}},
+		{name: "periodic refresh not yet due", now: 5 * time.Minute, every: 10 * time.Minute, wantAfter: 6 * time.Minute, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(time.Minute)}}},
+		{name: "periodic refresh due", now: 12 * time.Minute, every: 10 * time.Minute, want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(time.Minute)}}},
+		{name: "refresh at start-up for caches finished before it", every: 10 * time.Minute, want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(-time.Hour)}}},
+		{name: "0s turns refresh off", now: time.Hour, every: 0, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(-time.Hour)}}},
+		{name: "no periodic refresh after a purge", now: time.Hour, every: time.Minute, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", Reason: string(Purge), ObservedGeneration: 1, CompletionTime: at(time.Minute)}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			op, due, after := Due(&c.cache, Timing{Now: started.Add(c.now), Started: started, RefreshEvery: c.every})
+			g.Expect(due).To(Equal(c.wantDue))
+			g.Expect(op).To(Equal(c.want))
+			g.Expect(after).To(Equal(c.wantAfter))
+		})
+	}
+}

@@ -1,0 +1,196 @@
+// Package results settles what happened to each Job of an operation and
+// turns the outcomes into the cache's final status. It is pure: it reads Job,
+// Pod and Event objects handed to it and never calls the API.
+package results
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// State of one work item.
+type State int
+
+const (
+	Pending State = iota
+	Succeeded
+	Failed
+)
+
+// Outcome is the settled result of one Job.
+type Outcome struct {
+	State   State
+	Reason  string
+	Message string
+	// Expired marks a Job settled at the deadline while still unfinished.
+	Expired bool
+}
+
+// FromJob settles a Job from its own status: Complete means the image is on
+// (or off) the node; Failed takes the reason from its pod when one says more.
+// A Job with neither condition is Pending, however many pods it has made.
+func FromJob(job *batchv1.Job, pods []corev1.Pod) Outcome {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			return Outcome{State: Succeeded}
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			if o, ok := fromPods(pods); ok {
+				return o
+			}
+			return Outcome{State: Failed, Reason: nonEmpty(c.Reason, "JobFailed"), Message: nonEmpty(c.Message, "job "+job.Name+" failed")}
+		}
+	}
+	if job.Status.Succeeded > 0 {
+		return Outcome{State: Succeeded}
+	}
+	return Outcome{State: Pending}
+}
+
+// AtDeadline settles a Job still unfinished when the operation's deadline
+// passes, from what its pod is waiting for: ImagePullBackOff with the
+// registry's error, a pod stuck Pending on a node that is not ready, or no
+// pod at all. events are the pod's events (only Warnings are read).
+func AtDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outcome {
+	if o := FromJob(job, pods); o.State != Pending {
+		return o
+	}
+	o := Outcome{State: Failed, Expired: true}
+	pod := newest(pods)
+	if pod == nil {
+		o.Reason = "NoPod"
+		o.Message = fmt.Sprintf("No pods matched job %s", job.Name)
+		return o
+	}
+	if w, ok := waiting(pod); ok {
+		o.Reason = w.Reason
+		o.Message = joinMessages(w.Message, warnings(events))
+		return o
+	}
+	switch pod.Status.Phase {
+	case corev1.PodPending, "":
+		o.Reason = "Pending"
+		node := pod.Spec.NodeName
+		if node == "" {
+			node = "(not scheduled)"
+		}
+		o.Message = joinMessages(fmt.Sprintf("Pod %s is still pending: check if node %s is ready", pod.Name, node), warnings(events))
+	case corev1.PodRunning:
+		o.Reason = "Running"
+		o.Message = fmt.Sprintf("Pod %s was still running at the deadline", pod.Name)
+	default:
+		o.Reason = string(pod.Status.Phase)
+		o.Message = fmt.Sprintf("Pod %s is %s", pod.Name, pod.Status.Phase)
+	}
+	return o
+}
+
+// fromPods reads a terminal failure from the Job's pods: the terminated or
+// waiting state of the container that failed, with the termination message
+// our helpers write (the CRI runtime's answer for a delete).
+func fromPods(pods []corev1.Pod) (Outcome, bool) {
+	pod := newest(pods)
+	if pod == nil {
+		return Outcome{}, false
+	}
+	for _, cs := range allStatuses(pod) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return Outcome{State: Failed, Reason: nonEmpty(t.Reason, "Error"), Message: nonEmpty(strings.TrimSpace(t.Message), fmt.Sprintf("container %s exited with code %d", cs.Name, t.ExitCode))}, true
+		}
+	}
+	if w, ok := waiting(pod); ok {
+		return Outcome{State: Failed, Reason: w.Reason, Message: w.Message}, true
+	}
+	if pod.Status.Reason != "" {
+		return Outcome{State: Failed, Reason: pod.Status.Reason, Message: pod.Status.Message}, true
+	}
+	return Outcome{}, false
+}
+
+// waiting returns the first waiting state that explains a stuck pod; the
+// routine ContainerCreating and PodInitializing states explain nothing.
+func waiting(pod *corev1.Pod) (*corev1.ContainerStateWaiting, bool) {
+	for _, cs := range allStatuses(pod) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return w, true
+		}
+	}
+	return nil, false
+}
+
+func allStatuses(pod *corev1.Pod) []corev1.ContainerStatus {
+	out := append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...)
+	return append(out, pod.Status.ContainerStatuses...)
+}
+
+// newest picks the latest pod: with backoffLimit 0 there is normally one, but
+// a pod deleted by someone is replaced, and the replacement tells the story.
+func newest(pods []corev1.Pod) *corev1.Pod {
+	var best *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if best == nil || best.CreationTimestamp.Before(&p.CreationTimestamp) {
+			best = p
+		}
+	}
+	return best
+}
+
+func warnings(events []corev1.Event) []string {
+	sorted := append([]corev1.Event{}, events...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].LastTimestamp.Before(&sorted[j].LastTimestamp) })
+	var out []string
+	for _, e := range sorted {
+		if e.Type == corev1.EventTypeWarning && e.Message != "" {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// joinMessages puts the main message first and adds event messages it does
+// not already contain, so the registry's error appears once.
+func joinMessages(main string, more []string) string {
+	parts := []string{}
+	if main != "" {
+		parts = append(parts, main)
+	}
+	for _, m := range more {
+		dup := false
+		for _, p := range parts {
+			if strings.Contains(p, m) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			parts = append(parts, m)
+		}
+	}
+	return truncate(strings.Join(parts, ": "), MaxMessage)
+}
+
+// MaxMessage bounds one failure message: a registry can answer with a whole
+// HTML page, and status objects must stay small.
+const MaxMessage = 1024
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
