@@ -55,7 +55,11 @@ func TestFromJob(t *testing.T) {
 			})},
 			want: Outcome{State: Failed, Reason: "Error", Message: "rpc error: image in use"}},
 		{name: "a failed pod with only a phase reason", job: job(cond(batchv1.JobFailed, "BackoffLimitExceeded")),
-			pods: []corev1.Pod{pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "Evicted"; p.Status.Message = "disk pressure" })},
+			pods: []corev1.Pod{pod(func(p *corev1.Pod) {
+				p.Status.Phase = corev1.PodFailed
+				p.Status.Reason = "Evicted"
+				p.Status.Message = "disk pressure"
+			})},
 			want: Outcome{State: Failed, Reason: "Evicted", Message: "disk pressure"}},
 	}
 	for _, c := range cases {
@@ -92,8 +96,15 @@ func TestAtDeadline(t *testing.T) {
 		{name: "running at the deadline", job: job(), pods: []corev1.Pod{pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })},
 			want: Outcome{State: Failed, Expired: true, Reason: "Running"}, wantMsg: "still running"},
 		{name: "the newest of several pods tells the story", job: job(), pods: []corev1.Pod{
-			pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning; p.CreationTimestamp = metav1.NewTime(time.Unix(1, 0)) }),
-			func() corev1.Pod { p := waitingPod("ErrImagePull", "denied"); p.CreationTimestamp = metav1.NewTime(time.Unix(2, 0)); return p }(),
+			pod(func(p *corev1.Pod) {
+				p.Status.Phase = corev1.PodRunning
+				p.CreationTimestamp = metav1.NewTime(time.Unix(1, 0))
+			}),
+			func() corev1.Pod {
+				p := waitingPod("ErrImagePull", "denied")
+				p.CreationTimestamp = metav1.NewTime(time.Unix(2, 0))
+				return p
+			}(),
 		}, want: Outcome{State: Failed, Expired: true, Reason: "ErrImagePull"}, wantMsg: "denied"},
 	}
 	for _, c := range cases {
