@@ -1,0 +1,211 @@
+package sandbox
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// keyPair is a certificate with its key, kept both parsed (to sign further certificates) and
+// PEM-encoded (what the binaries and kubeconfigs want).
+type keyPair struct {
+	cert    *x509.Certificate
+	key     crypto.Signer
+	certPEM []byte
+	keyPEM  []byte
+}
+
+// pki holds every file path the processes need. It is generated fresh for each sandbox so
+// that no two sandboxes (or a stale previous run in the same Dir) can trust each other.
+type pki struct {
+	dir string
+
+	ca, frontProxyCA                     *keyPair
+	serving                              *keyPair
+	admin, kcm, scheduler, kwok, frontPx *keyPair
+
+	// Paths of the PEM files on disk.
+	caCert, caKey                    string
+	frontProxyCACert                 string
+	servingCert, servingKey          string
+	frontProxyClientCert, frontPxKey string
+	saKey, saPub                     string
+}
+
+// serviceIP is the first address of --service-cluster-ip-range: the in-cluster
+// "kubernetes" Service, which the serving certificate must name.
+var serviceIP = net.IPv4(10, 96, 0, 1)
+
+// newPKI writes a complete PKI under dir. ECDSA P-256 keeps generation to a few
+// milliseconds per certificate; only the service-account pair is RSA, as the brief for the
+// apiserver's token signer asks and as clusters commonly run.
+func newPKI(dir string) (*pki, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &pki{dir: dir}
+	var err error
+	if p.ca, err = newCA("kubefledged-sandbox-ca"); err != nil {
+		return nil, err
+	}
+	if p.frontProxyCA, err = newCA("kubefledged-sandbox-front-proxy-ca"); err != nil {
+		return nil, err
+	}
+	if p.serving, err = p.ca.issue("kube-apiserver", nil, true,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]net.IP{net.IPv4(127, 0, 0, 1), serviceIP}); err != nil {
+		return nil, err
+	}
+	clients := []struct {
+		dst    **keyPair
+		ca     *keyPair
+		cn     string
+		groups []string
+	}{
+		{&p.admin, p.ca, "kubefledged-sandbox-admin", []string{"system:masters"}},
+		// kcm and the scheduler get their real identities so the bootstrap RBAC roles, not
+		// system:masters, govern them, as in a kubeadm cluster.
+		{&p.kcm, p.ca, "system:kube-controller-manager", nil},
+		{&p.scheduler, p.ca, "system:kube-scheduler", nil},
+		// kwok patches any node's and pod's status; the Node authorizer would refuse that
+		// to a kubelet identity, so it runs as an admin.
+		{&p.kwok, p.ca, "kwok-controller", []string{"system:masters"}},
+		{&p.frontPx, p.frontProxyCA, "front-proxy-client", nil},
+	}
+	for _, c := range clients {
+		if *c.dst, err = c.ca.issue(c.cn, c.groups, false, nil, nil); err != nil {
+			return nil, err
+		}
+	}
+
+	write := func(name string, data []byte) (string, error) {
+		path := filepath.Join(dir, name)
+		return path, os.WriteFile(path, data, 0o600)
+	}
+	files := []struct {
+		dst  *string
+		name string
+		data []byte
+	}{
+		{&p.caCert, "ca.crt", p.ca.certPEM},
+		{&p.caKey, "ca.key", p.ca.keyPEM},
+		{&p.frontProxyCACert, "front-proxy-ca.crt", p.frontProxyCA.certPEM},
+		{&p.servingCert, "serving.crt", p.serving.certPEM},
+		{&p.servingKey, "serving.key", p.serving.keyPEM},
+		{&p.frontProxyClientCert, "front-proxy-client.crt", p.frontPx.certPEM},
+		{&p.frontPxKey, "front-proxy-client.key", p.frontPx.keyPEM},
+	}
+	for _, f := range files {
+		if *f.dst, err = write(f.name, f.data); err != nil {
+			return nil, err
+		}
+	}
+
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	if p.saKey, err = write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)})); err != nil {
+		return nil, err
+	}
+	if p.saPub, err = write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub})); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newKey() (*ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func serial() (*big.Int, error) {
+	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+}
+
+func newCA(cn string) (*keyPair, error) {
+	key, keyPEM, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          sn,
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour), // tolerate small clock skew between processes
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("create CA %s: %w", cn, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &keyPair{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}, nil
+}
+
+func (ca *keyPair) issue(cn string, orgs []string, server bool, dns []string, ips []net.IP) (*keyPair, error) {
+	key, keyPEM, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	usage := x509.ExtKeyUsageClientAuth
+	if server {
+		usage = x509.ExtKeyUsageServerAuth
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: sn,
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		DNSNames:     dns,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("issue %s: %w", cn, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &keyPair{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}, nil
+}

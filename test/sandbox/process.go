@@ -1,0 +1,192 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// process is one child binary of the sandbox.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once the child has been reaped
+	waitErr error         // valid after done is closed
+	// stopping is set when the sandbox itself stops the process, so that its exit is not
+	// reported as a crash.
+	stopping atomic.Bool
+}
+
+type startRequest struct {
+	cmd *exec.Cmd
+	res chan error
+}
+
+var (
+	starterOnce sync.Once
+	starterCh   = make(chan startRequest)
+)
+
+// startCmd starts cmd from one goroutine that is locked to its OS thread for the life of the
+// process. Pdeathsig fires when the *thread* that forked the child exits, not the process:
+// starting from an ordinary goroutine would let the Go runtime retire that thread and
+// SIGKILL a healthy child, while this thread only dies with the test binary itself — which
+// is exactly when the children must die too.
+func startCmd(cmd *exec.Cmd) error {
+	starterOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the goroutine and its thread live forever
+			for req := range starterCh {
+				req.res <- req.cmd.Start()
+			}
+		}()
+	})
+	req := startRequest{cmd: cmd, res: make(chan error, 1)}
+	starterCh <- req
+	return <-req.res
+}
+
+// startProcess runs bin with args, output appended to logs/<name>.log. The child gets its own
+// process group so Stop can signal anything it forks, and Pdeathsig so that a crashed or
+// killed test binary never leaves a control plane behind.
+func startProcess(logDir, name, bin string, args []string, env []string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(logFile, "### %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := startCmd(cmd); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after grace. Only the group of a
+// child that has not been reaped is signalled, so a recycled pgid is never hit.
+func (p *process) stop(grace time.Duration) {
+	p.stopping.Store(true)
+	if p.exited() {
+		return
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.done
+}
+
+// logTail returns the last n lines of the process's log, for error messages: a start-up
+// failure is useless without the reason the binary printed.
+func (p *process) logTail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", p.logPath, err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// failure describes a process that exited when it should be running.
+func (p *process) failure() error {
+	return fmt.Errorf("%s exited early (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, p.logTail(40))
+}
+
+// addrInUse tells whether an early exit was a lost race for a port, which is worth a retry
+// with fresh ports rather than a failure.
+func (p *process) addrInUse() bool {
+	return strings.Contains(p.logTail(60), "address already in use")
+}
+
+// freePorts reserves n distinct loopback ports by binding them all at once, then releases
+// them for the child to bind. Another process can still take one in between; callers retry
+// on "address already in use".
+func freePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// errRetry marks a readiness failure caused by a port collision.
+var errRetry = errors.New("port collision")
+
+// poll calls cond every interval until it reports done, ctx ends, or one of watch exits.
+func poll(ctx context.Context, interval time.Duration, watch []*process, cond func(context.Context) (bool, error)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for _, p := range watch {
+			if p.exited() {
+				if p.addrInUse() {
+					return fmt.Errorf("%w: %w", errRetry, p.failure())
+				}
+				return p.failure()
+			}
+		}
+		ok, err := cond(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
