@@ -4,8 +4,8 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 .DEFAULT_GOAL := help
 
-VERSION ?= 0.1.0
-IMG ?= ghcr.io/kubefledged/kube-fledged:v$(VERSION)
+VERSION ?= 0.11.0
+IMG ?= ghcr.io/kubefledged/kubefledged:v$(VERSION)
 LOCALBIN ?= $(CURDIR)/bin
 export KUBEFLEDGED_BIN_DIR := $(LOCALBIN)
 SANDBOX_DIR ?= $(CURDIR)/.sandbox
@@ -45,6 +45,8 @@ manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the char
 	$(LOCALBIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	mkdir -p helm-charts/kubefledged/crds
 	cp config/crd/bases/kubefledged.io_imagecaches.yaml helm-charts/kubefledged/crds/
+	go run ./hack/gen-kubefledged-crd -schema helm-charts/kubefledged/values.schema.json \
+		-out config/crd/bases/charts.helm.kubefledged.io_kubefledgeds.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files drift from their sources.

@@ -26,6 +26,14 @@ type CacheSpecImages struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations, when set, replace the original's tolerate-every-taint:
+	// the list's Jobs carry exactly these, and only nodes whose NoSchedule
+	// and NoExecute taints they tolerate are used.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
 // ImageCacheSpec is the desired set of cached images.
@@ -65,6 +73,9 @@ const (
 	ImageCacheReasonImageCacheRefresh = "ImageCacheRefresh"
 	ImageCacheReasonImageCachePurge   = "ImageCachePurge"
 	ImageCacheReasonImagePullAborted  = "ImagePullAborted"
+	// ImageCacheReasonImageCacheNewNodes is ours: images pulled onto nodes
+	// that joined or came to match a list, without a full refresh.
+	ImageCacheReasonImageCacheNewNodes = "ImageCacheNewNodes"
 )
 
 // Messages, the original's wording (its spelling of "succesfully" included,
@@ -113,7 +124,48 @@ type ImageCacheStatus struct {
 	// what it lost, list by list.
 	// +optional
 	ProcessedSpec *ImageCacheSpec `json:"processedSpec,omitempty"`
+
+	// Counts of the latest operation's (image, node) pairs.
+	// +optional
+	Counts *Counts `json:"counts,omitempty"`
+	// Progress is done/desired of the latest operation, e.g. 950/1000.
+	// +optional
+	Progress string `json:"progress,omitempty"`
+	// FailuresOmitted counts failures left out of the failures map, which
+	// is bounded so that the object stays small on large clusters.
+	// +optional
+	FailuresOmitted int32 `json:"failuresOmitted,omitempty"`
+	// Conditions: Ready (the latest operation left every image in place)
+	// and Progressing (an operation runs), for GitOps tools.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// Counts are the (image, node) pairs of an operation, by state.
+type Counts struct {
+	// Desired pairs: images times the eligible nodes of their list.
+	Desired int32 `json:"desired"`
+	// Succeeded pairs: pulled (or deleted) by a Job.
+	Succeeded int32 `json:"succeeded"`
+	// AlreadyPresent pairs needed no Job: the node reports the image.
+	AlreadyPresent int32 `json:"alreadyPresent"`
+	Failed         int32 `json:"failed"`
+	// Skipped pairs are on nodes left out: cordoned, NotReady, or with a
+	// taint the list does not tolerate. They are not in Desired.
+	Skipped int32 `json:"skipped"`
+	// InFlight pairs have a running Job; Waiting pairs wait for one
+	// (--max-concurrent-jobs).
+	InFlight int32 `json:"inFlight"`
+	Waiting  int32 `json:"waiting"`
+}
+
+// Condition types.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+)
 
 // ImageCache keeps a set of images cached on the nodes that match each list.
 //
@@ -122,6 +174,7 @@ type ImageCacheStatus struct {
 // +kubebuilder:resource:shortName=ic,categories=kubefledged
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ImageCache struct {
 	metav1.TypeMeta   `json:",inline"`

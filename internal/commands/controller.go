@@ -15,9 +15,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -54,11 +56,13 @@ type ControllerOptions struct {
 	QPS                     cli.PositiveInt
 	Burst                   cli.PositiveInt
 	Workers                 cli.PositiveInt
+	MaxJobs                 cli.PositiveInt
+	MaxJobsPerNode          cli.PositiveInt
 }
 
 // DefaultHelperImage is the image the Jobs run our helpers from, unless the
 // flag or KUBEFLEDGED_IMAGE names another (the chart passes its own image).
-const DefaultHelperImage = "ghcr.io/kubefledged/kube-fledged:v0.1.0"
+const DefaultHelperImage = "ghcr.io/kubefledged/kubefledged:v0.11.0"
 
 // NewControllerOptions returns the defaults.
 func NewControllerOptions() *ControllerOptions {
@@ -88,6 +92,8 @@ func NewControllerOptions() *ControllerOptions {
 		QPS:                     cli.PositiveInt{Value: 100, Min: 1},
 		Burst:                   cli.PositiveInt{Value: 200, Min: 1},
 		Workers:                 cli.PositiveInt{Value: 4, Min: 1},
+		MaxJobs:                 cli.PositiveInt{Value: 100, Min: 1},
+		MaxJobsPerNode:          cli.PositiveInt{Value: 2, Min: 1},
 	}
 }
 
@@ -114,6 +120,8 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.QPS, "kube-api-qps", "queries per second to the API server")
 	fs.Var(&o.Burst, "kube-api-burst", "burst of queries to the API server")
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
+	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "Jobs in flight at once across all caches, shared fairly between them")
+	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "Jobs in flight at once on one node")
 }
 
 func runController(args []string, stdout, stderr io.Writer) error {
@@ -154,6 +162,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		// One manager per process in production; tests start several in
+		// turn, which controller-runtime would refuse by name otherwise.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Label: ours},
 			&corev1.Pod{}:  {Label: ours},
@@ -190,6 +201,8 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 				ActiveDeadline:     3600,
 			},
 			MaxConcurrentReconciles: o.Workers.Value,
+			MaxJobs:                 o.MaxJobs.Value,
+			MaxJobsPerNode:          o.MaxJobsPerNode.Value,
 		},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -26,7 +26,7 @@ var commands = map[string]command{
 }
 
 // Version is set at build time with -ldflags -X.
-var Version = "v0.1.0-dev"
+var Version = "v0.11.0-dev"
 
 // Main runs the subcommand named by args[0] and returns the exit code. Errors
 // are one line on stderr, naming the flag and what it accepts.

@@ -1,10 +1,30 @@
 package commands
 
 import (
-	"fmt"
 	"io"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/operator"
 )
 
+// runOperator runs the Helm operator: one helm-operator-plugins reconciler per
+// entry of watches.yaml, which renders the chart from each KubeFledged CR.
 func runOperator(args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("not built yet")
+	var o operator.Options
+	fs := cli.NewFlagSet("operator")
+	o.BindFlags(fs)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+	logLevel := cli.NewEnum("info", "debug", "info", "error")
+	fs.Var(logLevel, "zap-log-level", "log level: debug, info or error")
+	if err := parseOrHelp(fs, args, stderr); err != nil {
+		return err
+	}
+	setupLogging(logLevel.Value, 0, stderr)
+	cfg, err := restConfig(*kubeconfig, "")
+	if err != nil {
+		return err
+	}
+	return operator.Run(ctrl.SetupSignalHandler(), cfg, o)
 }

@@ -35,6 +35,8 @@ type Work struct {
 	Image string // as written in the spec; it keys the failures map
 	Ref   images.Ref
 	Node  Node
+	// Tolerations of the image's list; none means tolerate every taint.
+	Tolerations []corev1.Toleration
 }
 
 // Key identifies a work item within an operation.
@@ -105,9 +107,13 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	}
 	pod.RestartPolicy = corev1.RestartPolicyNever
 	pod.Affinity = pinTo(w.Node.Name)
-	// Image Jobs must run wherever the image is wanted; node choice is the
-	// controller's decision, made before a Job exists.
+	// Node choice is the controller's, made before a Job exists: without
+	// tolerations of its own a list's Jobs tolerate every taint, as the
+	// original's did; with them, exactly those.
 	pod.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if len(w.Tolerations) > 0 {
+		pod.Tolerations = append([]corev1.Toleration{}, w.Tolerations...)
+	}
 	pod.PriorityClassName = opts.PriorityClassName
 	if opts.ServiceAccountName != "" {
 		pod.ServiceAccountName = opts.ServiceAccountName

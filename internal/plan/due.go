@@ -18,6 +18,9 @@ const (
 	Update  Operation = v1alpha2.ImageCacheReasonImageCacheUpdate
 	Refresh Operation = v1alpha2.ImageCacheReasonImageCacheRefresh
 	Purge   Operation = v1alpha2.ImageCacheReasonImageCachePurge
+	// NewNodes pulls a cache's images onto nodes that joined (or came to
+	// match) since its last operation, and onto no other node.
+	NewNodes Operation = v1alpha2.ImageCacheReasonImageCacheNewNodes
 )
 
 // Clock settings for Due.

@@ -15,6 +15,7 @@ import (
 func node(name string, labels map[string]string, images ...string) corev1.Node {
 	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.7.0"
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	if len(images) > 0 {
 		n.Status.Images = []corev1.ContainerImage{{Names: images}}
 	}
@@ -37,13 +38,48 @@ func TestBuild(t *testing.T) {
 	spec := func(lists ...v1alpha2.CacheSpecImages) v1alpha2.ImageCacheSpec {
 		return v1alpha2.ImageCacheSpec{CacheSpec: lists}
 	}
+	cordoned := node("cordoned", map[string]string{"tier": "web"})
+	cordoned.Spec.Unschedulable = true
+	notReady := node("notready", map[string]string{"tier": "web"})
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	tainted := node("tainted", map[string]string{"tier": "web"})
+	tainted.Spec.Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+	soft := node("soft", map[string]string{"tier": "web"})
+	soft.Spec.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectPreferNoSchedule}}
+	mixed := []corev1.Node{nodes[0], cordoned, notReady, tainted, soft}
+	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+	other := []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
 	cases := []struct {
 		name        string
 		in          Input
 		want        []string
 		wantPresent int
 		wantInvalid []string
+		wantSkipped int
 	}{
+		{
+			name:        "cordoned and NotReady nodes are skipped and counted; taints tolerated by default",
+			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: mixed},
+			want:        []string{"pull redis:7 a", "pull redis:7 tainted", "pull redis:7 soft"},
+			wantSkipped: 2,
+		},
+		{
+			name:        "with tolerations only tolerated taints are used",
+			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: other}), Nodes: mixed},
+			want:        []string{"pull redis:7 a", "pull redis:7 soft"},
+			wantSkipped: 3,
+		},
+		{
+			name:        "a toleration that matches the taint admits the node",
+			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: gpu}), Nodes: mixed},
+			want:        []string{"pull redis:7 a", "pull redis:7 tainted", "pull redis:7 soft"},
+			wantSkipped: 2,
+		},
+		{
+			name: "new nodes: only the given nodes get work",
+			in:   Input{Op: NewNodes, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: nodes, Only: map[string]bool{"b": true}},
+			want: []string{"pull redis:7 b"},
+		},
 		{
 			name: "create pulls every image on every matching node, skipping present ones",
 			in:   Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"nginx:1.21", "redis:7"}}), Nodes: nodes},
@@ -116,6 +152,8 @@ func TestBuild(t *testing.T) {
 			p := Build(c.in)
 			g.Expect(keys(p)).To(ConsistOf(c.want))
 			g.Expect(p.Present).To(Equal(c.wantPresent))
+			g.Expect(p.Skipped).To(Equal(c.wantSkipped))
+			g.Expect(p.Desired).To(Equal(len(c.want) + c.wantPresent))
 			var invalid []string
 			for k := range p.Invalid {
 				invalid = append(invalid, k)

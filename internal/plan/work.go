@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/images"
@@ -16,6 +15,9 @@ type Plan struct {
 	Work []jobs.Work
 	// Present counts pulls skipped because the node already reports the image.
 	Present int
+	// Desired counts the (image, node) pairs on eligible nodes; Skipped
+	// those on nodes left out (see Eligible).
+	Desired, Skipped int
 	// Invalid lists spec images that do not parse; they fail on every node
 	// without a Job (the webhook refuses them, but the controller must not rely
 	// on it).
@@ -30,6 +32,8 @@ type Input struct {
 	Nodes []corev1.Node
 	// AlwaysPull is --image-pull-policy=Always: no pull is skipped.
 	AlwaysPull bool
+	// Only, when set, restricts the work to these nodes (new nodes).
+	Only map[string]bool
 }
 
 // Build computes the operation's work: one item per (image, node), never two
@@ -37,19 +41,32 @@ type Input struct {
 func Build(in Input) Plan {
 	p := Plan{Invalid: map[string]string{}}
 	seen := map[string]bool{}
-	add := func(kind jobs.Kind, image string, nodes []corev1.Node) {
+	nodes := in.Nodes
+	if in.Only != nil {
+		nodes = nil
+		for _, n := range in.Nodes {
+			if in.Only[n.Name] {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	add := func(kind jobs.Kind, image string, l *v1alpha2.CacheSpecImages) {
 		ref, err := images.Parse(image)
 		if err != nil {
 			p.Invalid[image] = err.Error()
 			return
 		}
-		for i := range nodes {
-			n := &nodes[i]
-			w := jobs.Work{Kind: kind, Image: image, Ref: ref, Node: jobs.Node{Name: n.Name, Runtime: n.Status.NodeInfo.ContainerRuntimeVersion}}
+		eligible, skipped := split(nodes, l)
+		p.Skipped += skipped
+		for i := range eligible {
+			n := &eligible[i]
+			w := jobs.Work{Kind: kind, Image: image, Ref: ref, Tolerations: l.Tolerations,
+				Node: jobs.Node{Name: n.Name, Runtime: n.Status.NodeInfo.ContainerRuntimeVersion}}
 			if seen[w.Key()] {
 				continue
 			}
 			seen[w.Key()] = true
+			p.Desired++
 			if kind == jobs.Pull && !in.AlwaysPull && !ref.Floating() && images.PresentOn(n, ref) {
 				p.Present++
 				continue
@@ -59,18 +76,18 @@ func Build(in Input) Plan {
 	}
 
 	switch in.Op {
-	case Create, Refresh:
-		for _, l := range in.Spec.CacheSpec {
-			nodes := Matching(in.Nodes, l.NodeSelector)
+	case Create, Refresh, NewNodes:
+		for i := range in.Spec.CacheSpec {
+			l := &in.Spec.CacheSpec[i]
 			for _, img := range l.Images {
-				add(jobs.Pull, img, nodes)
+				add(jobs.Pull, img, l)
 			}
 		}
 	case Purge:
-		for _, l := range in.Spec.CacheSpec {
-			nodes := Matching(in.Nodes, l.NodeSelector)
+		for i := range in.Spec.CacheSpec {
+			l := &in.Spec.CacheSpec[i]
 			for _, img := range l.Images {
-				add(jobs.Delete, img, nodes)
+				add(jobs.Delete, img, l)
 			}
 		}
 	case Update:
@@ -89,15 +106,11 @@ func Build(in Input) Plan {
 				was = prior[i]
 			}
 			gained, lost := Diff(was.Images, now.Images)
-			nowNodes := Matching(in.Nodes, now.NodeSelector)
 			for _, img := range gained {
-				add(jobs.Pull, img, nowNodes)
+				add(jobs.Pull, img, &now)
 			}
-			if len(lost) > 0 {
-				wasNodes := Matching(in.Nodes, was.NodeSelector)
-				for _, img := range lost {
-					add(jobs.Delete, img, wasNodes)
-				}
+			for _, img := range lost {
+				add(jobs.Delete, img, &was)
 			}
 		}
 	default:
@@ -135,19 +148,4 @@ func Diff(was, now []string) (gained, lost []string) {
 		}
 	}
 	return gained, lost
-}
-
-// Matching returns the nodes whose labels match selector (all for an empty one).
-func Matching(nodes []corev1.Node, selector map[string]string) []corev1.Node {
-	if len(selector) == 0 {
-		return nodes
-	}
-	sel := labels.SelectorFromSet(selector)
-	var out []corev1.Node
-	for _, n := range nodes {
-		if sel.Matches(labels.Set(n.Labels)) {
-			out = append(out, n)
-		}
-	}
-	return out
 }

@@ -48,16 +48,23 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		st.Status = sum.Status
 		st.Reason = string(op.kind)
 		st.Message = sum.Message
-		st.Failures = sum.Failures
+		st.Failures, st.FailuresOmitted = boundFailures(sum.Failures)
 		now := metav1.NewTime(r.Clock.Now())
 		st.CompletionTime = &now
-		st.ObservedGeneration = op.generation
-		if op.kind == plan.Purge {
+		st.Counts = op.counts.DeepCopy()
+		st.Progress = progress(op.counts)
+		switch op.kind {
+		case plan.Purge:
 			// Nothing is on the nodes any more: a later update pulls all.
 			st.ProcessedSpec = nil
-		} else {
+			st.ObservedGeneration = op.generation
+		case plan.NewNodes:
+			// The spec was not acted on as a whole: leave its record be.
+		default:
 			st.ProcessedSpec = op.spec.DeepCopy()
+			st.ObservedGeneration = op.generation
 		}
+		setConditions(fresh, false, string(op.kind), sum.Message)
 		if err := r.Client.Status().Update(ctx, fresh); err != nil {
 			return err
 		}
@@ -65,13 +72,16 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
-		r.ops.drop(key)
+		r.forget(key)
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the final status: %w", err)
 	}
+	r.releaseAll(key, op)
+	r.limiter.Forget(key)
 	r.ops.drop(key)
+	r.ops.setCoverage(key, op.uid, r.coverageAfter(key, op))
 
 	evType := corev1.EventTypeNormal
 	if sum.Status == v1alpha2.ImageCacheActionStatusFailed {
@@ -97,8 +107,8 @@ func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	sem := make(chan struct{}, r.Config.CreateParallelism)
 	errs := make(chan error, len(op.names))
 	for _, name := range op.names {
-		o, ok := op.final.byJob[name]
-		if !ok || !op.created[name] {
+		o, ok := op.settled[name]
+		if _, created := op.createdAt[name]; !ok || !created {
 			errs <- nil
 			continue
 		}
@@ -115,6 +125,26 @@ func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		}
 	}
 	return first
+}
+
+// coverageAfter is the set of nodes the cache's images are on once op
+// ended: an update covers no node that the previous operations had not, a
+// purge none at all.
+func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[string]bool {
+	switch op.kind {
+	case plan.Purge:
+		return map[string]bool{}
+	case plan.Update:
+		prev, _ := r.ops.covered(key, op.uid)
+		out := map[string]bool{}
+		for n := range op.eligible {
+			if prev[n] {
+				out[n] = true
+			}
+		}
+		return out
+	}
+	return op.eligible
 }
 
 func (r *Reconciler) labelResult(ctx context.Context, ns, name string, o results.Outcome) error {

@@ -1,6 +1,7 @@
 // Package imagecache runs ImageCache operations: it decides which operation
-// is due, starts its Jobs, settles their results and writes the final status.
-// The decisions themselves live in the pure packages plan, jobs and results.
+// is due, starts its Jobs within the pacing caps, settles their results and
+// writes the status. The decisions themselves live in the pure packages
+// plan, jobs and results.
 package imagecache
 
 import (
@@ -8,22 +9,30 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
 
 // Config is the controller's behaviour as set by its flags.
 type Config struct {
-	// Deadline is --image-pull-deadline-duration.
+	// Deadline is --image-pull-deadline-duration, counted per Job from its
+	// creation.
 	Deadline time.Duration
 	// RefreshEvery is --image-cache-refresh-frequency (0: off).
 	RefreshEvery time.Duration
@@ -32,10 +41,16 @@ type Config struct {
 	// AlwaysPull is --image-pull-policy=Always.
 	AlwaysPull bool
 	Jobs       jobs.Options
-	// CreateParallelism bounds the Job creations one reconcile sends at once.
+	// MaxJobs and MaxJobsPerNode are --max-concurrent-jobs and
+	// --max-concurrent-jobs-per-node (0: no cap).
+	MaxJobs, MaxJobsPerNode int
+	// CreateParallelism bounds the API calls one reconcile sends at once.
 	CreateParallelism int
 	// MaxConcurrentReconciles is how many caches are worked on at once.
 	MaxConcurrentReconciles int
+	// StatusInterval is the least time between two progress writes of one
+	// cache; final writes are never held back.
+	StatusInterval time.Duration
 }
 
 // Reconciler drives ImageCache operations.
@@ -51,11 +66,13 @@ type Reconciler struct {
 
 	started time.Time
 	ops     *tracker
+	limiter *pacing.Limiter
+	wake    chan event.TypedGenericEvent[*v1alpha2.ImageCache]
 }
 
 // SetupWithManager registers the reconciler. Jobs are owned: every change of
 // a Job's status wakes its cache, so no result is missed, however fast its
-// pod finished.
+// pod finished. Node changes wake the caches whose lists select the node.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -66,18 +83,37 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Config.MaxConcurrentReconciles <= 0 {
 		r.Config.MaxConcurrentReconciles = 4
 	}
+	if r.Config.StatusInterval <= 0 {
+		r.Config.StatusInterval = time.Second
+	}
 	r.started = r.Clock.Now()
 	r.ops = newTracker()
+	r.wake = make(chan event.TypedGenericEvent[*v1alpha2.ImageCache], 1024)
+	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.wakeUp)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("imagecache").
 		For(&v1alpha2.ImageCache{}).
 		Owns(&batchv1.Job{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
+		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
-// Reconcile moves one cache one step: start a due operation, or settle and
-// finish the running one.
+// wakeUp enqueues a cache that waited for a pacing slot.
+func (r *Reconciler) wakeUp(k types.NamespacedName) {
+	obj := &v1alpha2.ImageCache{}
+	obj.Namespace, obj.Name = k.Namespace, k.Name
+	select {
+	case r.wake <- event.TypedGenericEvent[*v1alpha2.ImageCache]{Object: obj}:
+	default:
+		// The queue is full of wake-ups already; each waiter also
+		// requeues itself, so none is lost.
+	}
+}
+
+// Reconcile moves one cache one step: start a due operation, or progress
+// and finish the running one.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if r.Ready != nil {
 		select {
@@ -93,19 +129,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			// Its Jobs go with it through their owner references; the
 			// images stay on the nodes, as in the original.
-			r.ops.drop(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !cache.DeletionTimestamp.IsZero() {
-		r.ops.drop(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
 	op := r.ops.get(req.NamespacedName)
 	if op != nil && op.uid != cache.UID {
-		r.ops.drop(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		op = nil
 	}
 	if op != nil {
@@ -121,10 +157,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	kind, due, after := plan.Due(cache, plan.Timing{Now: r.Clock.Now(), Started: r.started, RefreshEvery: r.Config.RefreshEvery})
-	if !due {
-		return ctrl.Result{RequeueAfter: after}, nil
+	if due {
+		return r.start(ctx, cache, kind, nil)
 	}
-	return r.start(ctx, cache, kind)
+	if newNodes, err := r.newNodes(ctx, cache); err != nil {
+		return ctrl.Result{}, err
+	} else if len(newNodes) > 0 {
+		return r.start(ctx, cache, plan.NewNodes, newNodes)
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// forget releases everything held for a cache that is gone.
+func (r *Reconciler) forget(k types.NamespacedName) {
+	if op := r.ops.get(k); op != nil {
+		r.releaseAll(k, op)
+	}
+	r.ops.forget(k)
+	r.limiter.Forget(k)
+}
+
+func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
+	for name, node := range op.holding {
+		delete(op.holding, name)
+		r.limiter.Release(k, node)
+	}
 }
 
 // abort marks a cache whose operation cannot be finished. The update carries
@@ -142,4 +199,5 @@ func Abort(cache *v1alpha2.ImageCache, now time.Time) {
 	cache.Status.Message = v1alpha2.ImageCacheMessagePullingAborted
 	t := metav1Time(now)
 	cache.Status.CompletionTime = &t
+	setConditions(cache, false, "Aborted", v1alpha2.ImageCacheMessagePullingAborted)
 }

@@ -16,49 +16,64 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
-// eventLookups bounds how many pods' events one operation reads at its
-// deadline: enough to explain failures, never a storm of list calls on a
-// large cluster where every pull failed.
+// eventLookups bounds how many pods' events one reconcile reads for Jobs
+// that reach their deadline: enough to explain failures, never a storm of
+// list calls on a large cluster where every pull failed.
 const eventLookups = 100
 
-// deadlineSlack is how long after the deadline the settling reconcile runs,
+// deadlineSlack is how long after a deadline the settling reconcile runs,
 // so that Job status written at the very deadline is seen.
 const deadlineSlack = 500 * time.Millisecond
 
-// progress creates what is missing and, once every Job is settled or the
-// deadline has passed, finishes the operation.
+// progress creates what the caps allow, settles what finished, writes
+// progress now and then, and finishes the operation once all is settled.
 func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
-	if op.final == nil {
-		if err := r.createJobs(ctx, cache, op); err != nil {
-			if r.Clock.Now().Before(op.deadline) {
-				return ctrl.Result{}, err
-			}
-			// Past the deadline, Jobs never created are failures like any
-			// other, and the operation ends.
-		}
-		done, err := r.settle(ctx, cache, op)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !done {
-			return ctrl.Result{RequeueAfter: op.deadline.Sub(r.Clock.Now()) + deadlineSlack}, nil
-		}
+	if op.final != nil {
+		return r.finish(ctx, cache, op)
 	}
-	return r.finish(ctx, cache, op)
+	createErr := r.createJobs(ctx, cache, op)
+	next, err := r.settle(ctx, cache, op)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if op.final != nil {
+		return r.finish(ctx, cache, op)
+	}
+	if createErr != nil {
+		return ctrl.Result{}, createErr
+	}
+	// Settling may have freed slots for this very operation.
+	if op.counts.Waiting > 0 && op.counts.InFlight == 0 {
+		next = 0
+	}
+	wait, err := r.writeProgress(ctx, cache, op)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait > 0 && (next == 0 || wait < next) {
+		next = wait
+	}
+	if next <= 0 {
+		next = time.Second
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
-// settle reads the Jobs of the operation and, when all are settled or the
-// deadline has passed, fixes the operation's final results.
-func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (bool, error) {
+// settle reads the Jobs of the operation, fixes the outcome of each that
+// finished or reached its deadline (releasing its slot), updates the counts,
+// and fixes the final results once nothing is left. It returns when the next
+// Job deadline falls.
+func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (time.Duration, error) {
 	list := &batchv1.JobList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(cache.Namespace), client.MatchingLabels{jobs.LabelOperation: op.id}); err != nil {
-		return false, err
+		return 0, err
 	}
 	byName := make(map[string]*batchv1.Job, len(list.Items))
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
-	expired := !r.Clock.Now().Before(op.deadline)
+	now := r.Clock.Now()
+	key := client.ObjectKeyFromObject(cache)
 
 	var pods map[string][]corev1.Pod
 	podsOf := func(job string) []corev1.Pod {
@@ -67,19 +82,23 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		}
 		return pods[job]
 	}
-
-	items := append([]results.Item{}, op.unstarted...)
-	byJob := make(map[string]results.Outcome, len(op.names))
+	var next time.Duration
 	lookups := 0
-	for i, name := range op.names {
-		w := op.work[i]
+	for _, name := range op.names {
+		if _, done := op.settled[name]; done {
+			continue
+		}
+		created, ok := op.createdAt[name]
+		if !ok {
+			continue // waiting for a slot: no deadline runs yet
+		}
+		deadline := created.Add(r.Config.Deadline)
+		expired := !now.Before(deadline)
 		job := byName[name]
 		var o results.Outcome
 		switch {
 		case job == nil && !expired:
-			return false, nil
-		case job == nil && !op.created[name]:
-			o = results.Outcome{State: results.Failed, Expired: true, Reason: "JobNotCreated", Message: "the Job could not be created before the deadline"}
+			// Not in the cache yet, or deleted by someone: the deadline tells.
 		case job == nil:
 			o = results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted", Message: "Job " + name + " was deleted before it finished"}
 		default:
@@ -87,10 +106,7 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			if o.State == results.Failed {
 				o = results.FromJob(job, podsOf(name))
 			}
-			if o.State == results.Pending {
-				if !expired {
-					return false, nil
-				}
+			if o.State == results.Pending && expired {
 				var events []corev1.Event
 				jobPods := podsOf(name)
 				if lookups < eventLookups && len(jobPods) > 0 {
@@ -100,11 +116,45 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 				o = results.AtDeadline(job, jobPods, events)
 			}
 		}
-		byJob[name] = o
-		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: o})
+		if o.State == results.Pending {
+			if left := deadline.Sub(now) + deadlineSlack; next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		op.settled[name] = o
+		if node, ok := op.holding[name]; ok {
+			delete(op.holding, name)
+			r.limiter.Release(key, node)
+		}
 	}
-	op.final = &finalState{items: items, byJob: byJob, summary: results.Summarise(items, op.deleting())}
-	return true, nil
+	op.counts = countsOf(op, len(op.createdAt)-len(op.settled), len(op.names)-len(op.createdAt))
+	if len(op.settled) < len(op.names) {
+		return next, nil
+	}
+	items := append([]results.Item{}, op.unstarted...)
+	for i, name := range op.names {
+		w := op.work[i]
+		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: op.settled[name]})
+	}
+	op.final = &finalState{items: items, summary: results.Summarise(items, op.deleting())}
+	return 0, nil
+}
+
+// countsOf tallies the operation's pairs.
+func countsOf(op *operation, inFlight, waiting int) v1alpha2.Counts {
+	c := v1alpha2.Counts{
+		Desired: int32(op.desired), AlreadyPresent: int32(op.present), Skipped: int32(op.skipped),
+		Failed: int32(len(op.unstarted)), InFlight: int32(inFlight), Waiting: int32(waiting),
+	}
+	for _, o := range op.settled {
+		if o.State == results.Succeeded {
+			c.Succeeded++
+		} else {
+			c.Failed++
+		}
+	}
+	return c
 }
 
 // listPods returns the pods of the operation's Jobs, by Job name. It reads

@@ -3,12 +3,13 @@ package imagecache
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -20,8 +21,9 @@ import (
 )
 
 // start begins an operation: it clears the Jobs of the cache's previous
-// operation, plans the work, records Processing and creates the Jobs.
-func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind plan.Operation) (ctrl.Result, error) {
+// operation, plans the work, records Processing and creates the first Jobs.
+// only restricts a NewNodes operation to those nodes.
+func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind plan.Operation, only map[string]bool) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("operation", kind)
 
 	// A cache keeps only the Jobs of its latest operation: retained Jobs of
@@ -38,14 +40,15 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	}
 	p := plan.Build(plan.Input{
 		Op: kind, Spec: cache.Spec, Prior: cache.Status.ProcessedSpec,
-		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull,
+		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only,
 	})
 
 	now := r.Clock.Now()
 	op := &operation{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
-		spec: *cache.Spec.DeepCopy(), start: now, deadline: now.Add(r.Config.Deadline),
-		created: map[string]bool{}, present: p.Present,
+		spec: *cache.Spec.DeepCopy(), start: now, eligible: plan.EligibleNodes(&cache.Spec, nodes.Items),
+		createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
+		present: p.Present, desired: p.Desired, skipped: p.Skipped,
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
@@ -62,46 +65,70 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		op.work = append(op.work, w)
 		op.names = append(op.names, jobs.Name(cache.Name, op.id, w))
 	}
+	op.counts = countsOf(op, 0, len(op.work))
 
-	cache.Status.Status = v1alpha2.ImageCacheActionStatusProcessing
-	cache.Status.Reason = string(kind)
-	cache.Status.Message = v1alpha2.ImageCacheMessagePullingImages
+	st := &cache.Status
+	st.Status = v1alpha2.ImageCacheActionStatusProcessing
+	st.Reason = string(kind)
+	st.Message = v1alpha2.ImageCacheMessagePullingImages
 	if op.deleting() {
-		cache.Status.Message = v1alpha2.ImageCacheMessageDeletingImages
+		st.Message = v1alpha2.ImageCacheMessageDeletingImages
+	}
+	if kind == plan.NewNodes {
+		st.Message = "Images are being pulled on to new nodes: " + nodeList(only)
 	}
 	t := metav1.NewTime(now)
-	cache.Status.StartTime = &t
-	cache.Status.CompletionTime = nil
-	cache.Status.Failures = nil
+	st.StartTime = &t
+	st.CompletionTime = nil
+	st.Failures = nil
+	st.FailuresOmitted = 0
+	st.Counts = op.counts.DeepCopy()
+	st.Progress = progress(op.counts)
+	setConditions(cache, true, string(kind), st.Message)
 	// The resourceVersion of our read guards this write: on a stale read it
 	// conflicts and nothing has started.
 	if err := r.Client.Status().Update(ctx, cache); err != nil {
 		return ctrl.Result{}, err
 	}
-	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
-	r.ops.put(key, op)
-	logger.Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present, "failedUnstarted", len(op.unstarted))
-	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), cache.Status.Message)
+	op.written, op.lastWrite = op.counts, now
+	r.ops.put(client.ObjectKeyFromObject(cache), op)
+	logger.Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
+		"skippedNodes", op.skipped, "failedUnstarted", len(op.unstarted))
+	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), st.Message)
 	return r.progress(ctx, cache, op)
 }
 
-// createJobs creates every Job of the operation not yet known to exist.
-// Names are fixed, so AlreadyExists means an earlier attempt succeeded.
+// createJobs creates the Jobs of the operation that are not created yet, as
+// far as the pacing caps allow. Names are fixed, so AlreadyExists means an
+// earlier attempt succeeded.
 func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
-	type result struct {
-		name string
-		err  error
-	}
+	key := client.ObjectKeyFromObject(cache)
 	var todo []int
+	waiting := false
 	for i, name := range op.names {
-		if !op.created[name] {
-			todo = append(todo, i)
+		if _, ok := op.createdAt[name]; ok {
+			continue
 		}
+		if _, ok := op.holding[name]; !ok {
+			if !r.limiter.TryAcquire(key, op.work[i].Node.Name) {
+				waiting = true
+				continue
+			}
+			op.holding[name] = op.work[i].Node.Name
+		}
+		todo = append(todo, i)
+	}
+	if !waiting {
+		r.limiter.Forget(key)
 	}
 	if len(todo) == 0 {
 		return nil
 	}
 	owner := jobs.Owner{Cache: cache, Operation: op.id}
+	type result struct {
+		name string
+		err  error
+	}
 	sem := make(chan struct{}, r.Config.CreateParallelism)
 	out := make(chan result, len(todo))
 	for _, i := range todo {
@@ -127,14 +154,27 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 			if firstErr == nil {
 				firstErr = res.err
 			}
+			// The slot stays held: the retry creates this very Job.
 			continue
 		}
-		op.created[res.name] = true
+		op.createdAt[res.name] = r.Clock.Now()
 	}
 	if firstErr != nil {
 		return fmt.Errorf("creating %d of %d jobs failed (retrying): %w", failed, len(todo), firstErr)
 	}
 	return nil
+}
+
+func nodeList(nodes map[string]bool) string {
+	var names []string
+	for n := range nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 10 {
+		return strings.Join(names[:10], ", ") + fmt.Sprintf(" and %d more", len(names)-10)
+	}
+	return strings.Join(names, ", ")
 }
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t) }

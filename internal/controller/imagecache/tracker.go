@@ -25,24 +25,37 @@ type operation struct {
 	generation int64
 	spec       v1alpha2.ImageCacheSpec
 	start      time.Time
-	deadline   time.Time
+	// eligible are the nodes the cache's lists could use at the start; they
+	// become the cache's coverage when it ends.
+	eligible map[string]bool
 
-	work    []jobs.Work
-	names   []string        // Job name of each work item
-	created map[string]bool // Job names known to exist (or to have existed)
+	work  []jobs.Work
+	names []string // Job name of each work item
+	// createdAt is when each Job was created: its deadline counts from
+	// there, so Jobs held back by pacing do not expire while they wait.
+	createdAt map[string]time.Time
+	// holding are the Jobs that hold a pacing slot (Job name -> node).
+	holding map[string]string
+	// settled are the final outcomes known so far, by Job name.
+	settled map[string]results.Outcome
 	// unstarted are items that failed without a Job (an invalid image, a node
 	// whose runtime we cannot reach); they are settled from the start.
 	unstarted []results.Item
 	present   int
+	desired   int
+	skipped   int
 
-	// final is computed once, when every item is settled or the deadline
-	// passed; retries of the finishing writes reuse it.
+	counts    v1alpha2.Counts
+	written   v1alpha2.Counts
+	lastWrite time.Time
+
+	// final is computed once, when every item is settled; retries of the
+	// finishing writes reuse it.
 	final *finalState
 }
 
 type finalState struct {
 	items   []results.Item
-	byJob   map[string]results.Outcome
 	summary results.Summary
 }
 
@@ -58,15 +71,25 @@ func (o *operation) deleting() bool {
 	return o.kind == plan.Update && len(o.work) > 0
 }
 
-// tracker maps a cache to its running operation. Keys carry the namespace, so
-// same-named caches in two namespaces never share an entry, and entries hold
-// the cache UID, so a cache deleted and recreated under its name starts anew.
+// tracker maps a cache to its running operation, and to the nodes its
+// images were last put on (its coverage, from which new nodes are told).
+// Keys carry the namespace, so same-named caches in two namespaces never
+// share an entry; entries hold the cache UID, so a cache deleted and
+// recreated under its name starts anew.
 type tracker struct {
-	mu  sync.Mutex
-	ops map[types.NamespacedName]*operation
+	mu       sync.Mutex
+	ops      map[types.NamespacedName]*operation
+	coverage map[types.NamespacedName]coverage
 }
 
-func newTracker() *tracker { return &tracker{ops: map[types.NamespacedName]*operation{}} }
+type coverage struct {
+	uid   types.UID
+	nodes map[string]bool
+}
+
+func newTracker() *tracker {
+	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{}}
+}
 
 func (t *tracker) get(k types.NamespacedName) *operation {
 	t.mu.Lock()
@@ -80,16 +103,35 @@ func (t *tracker) put(k types.NamespacedName, o *operation) {
 	t.ops[k] = o
 }
 
-func (t *tracker) drop(k types.NamespacedName) {
+func (t *tracker) drop(k types.NamespacedName) *operation {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.ops[k]
+	delete(t.ops, k)
+	return o
+}
+
+func (t *tracker) covered(k types.NamespacedName, uid types.UID) (map[string]bool, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.coverage[k]
+	if !ok || c.uid != uid {
+		return nil, false
+	}
+	return c.nodes, true
+}
+
+func (t *tracker) setCoverage(k types.NamespacedName, uid types.UID, nodes map[string]bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.coverage[k] = coverage{uid: uid, nodes: nodes}
+}
+
+func (t *tracker) forget(k types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.ops, k)
-}
-
-func (t *tracker) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.ops)
+	delete(t.coverage, k)
 }
 
 func newOperationID() string {

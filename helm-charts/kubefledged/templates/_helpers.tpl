@@ -1,0 +1,184 @@
+{{/*
+kubefledged.values: .Values with the original chart's keys (aliases.yaml)
+folded into the keys that replace them, as YAML. Every template reads its
+values through this, so no template has to know the legacy names:
+
+  {{- $v := include "kubefledged.values" . | fromYaml }}
+
+A legacy value applies only where the new key still holds its chart default,
+so a new key set to anything else wins. Empty legacy strings count as unset:
+the original chart shipped "" for several of them.
+*/}}
+{{- define "kubefledged.values" -}}
+{{- $v := deepCopy .Values -}}
+{{- $aliases := .Files.Get "aliases.yaml" | fromYamlArray -}}
+{{- $done := dict -}}
+{{- range $a := $aliases -}}
+  {{- if not (hasKey $done $a.key) -}}
+    {{- /* Find the legacy value, if any. */ -}}
+    {{- $old := $v -}}
+    {{- $found := true -}}
+    {{- range $p := splitList "." $a.legacy -}}
+      {{- if and $found (kindIs "map" $old) (hasKey $old $p) -}}
+        {{- $old = index $old $p -}}
+      {{- else -}}
+        {{- $found = false -}}
+      {{- end -}}
+    {{- end -}}
+    {{- if and $found (kindIs "string" $old) (eq $old "") -}}
+      {{- $found = false -}}
+    {{- end -}}
+    {{- if and $found (kindIs "invalid" $old) -}}
+      {{- $found = false -}}
+    {{- end -}}
+    {{- if and $found $a.ignore (kindIs "string" $old) -}}
+      {{- if regexMatch $a.ignore $old -}}
+        {{- $found = false -}}
+      {{- end -}}
+    {{- end -}}
+    {{- if $found -}}
+      {{- /* Walk to the new key's parent, making maps on the way. */ -}}
+      {{- $parts := splitList "." $a.key -}}
+      {{- $parent := $v -}}
+      {{- range $p := initial $parts -}}
+        {{- if not (kindIs "map" (index $parent $p)) -}}
+          {{- $_ := set $parent $p dict -}}
+        {{- end -}}
+        {{- $parent = index $parent $p -}}
+      {{- end -}}
+      {{- $leaf := last $parts -}}
+      {{- $cur := index $parent $leaf -}}
+      {{- if or (kindIs "invalid" $cur) (eq (toJson $cur) (toJson $a.default)) -}}
+        {{- $new := $old -}}
+        {{- if and $a.lower (kindIs "string" $old) -}}
+          {{- $new = lower $old -}}
+        {{- end -}}
+        {{- if and $a.map (kindIs "string" $old) -}}
+          {{- if hasKey $a.map (lower $old) -}}
+            {{- $new = index $a.map (lower $old) -}}
+          {{- end -}}
+        {{- end -}}
+        {{- $_ := set $parent $leaf $new -}}
+        {{- $_ := set $done $a.key true -}}
+      {{- end -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+{{- toYaml $v -}}
+{{- end -}}
+
+{{/* Chart name, for labels and the default object names. */}}
+{{- define "kubefledged.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Prefix of object names: fullnameOverride, else the release name when it
+already contains the chart name, else <release>-<chart>. Truncated so that
+the suffixes added below (longest "-leader-election", 16) stay within 63.
+*/}}
+{{- define "kubefledged.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 47 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 47 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 47 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubefledged.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kubefledged.labels" -}}
+helm.sh/chart: {{ include "kubefledged.chart" . }}
+{{ include "kubefledged.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kube-fledged
+{{- end -}}
+
+{{/* Selector labels of the controller pods; never change them, a Deployment's selector is immutable. */}}
+{{- define "kubefledged.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kubefledged.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/*
+The controller's ServiceAccount. With serviceAccount.create false the
+configured name is used everywhere (the original hard-coded its own name in
+the Deployment and bindings, which broke create: false).
+*/}}
+{{- define "kubefledged.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (printf "%s-controller" (include "kubefledged.fullname" .)) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubefledged.clusterRoleName" -}}
+{{- default (printf "%s-controller" (include "kubefledged.fullname" .)) .Values.clusterRole.name -}}
+{{- end -}}
+
+{{- define "kubefledged.clusterRoleBindingName" -}}
+{{- default (printf "%s-controller" (include "kubefledged.fullname" .)) .Values.clusterRoleBinding.name -}}
+{{- end -}}
+
+{{/* The following take the aliased values ($v) in .v and the root in .root. */}}
+
+{{- define "kubefledged.webhookServiceName" -}}
+{{- default (printf "%s-webhook" (include "kubefledged.fullname" .root)) .v.webhook.service.name -}}
+{{- end -}}
+
+{{- define "kubefledged.webhookSecretName" -}}
+{{- default (printf "%s-webhook-cert" (include "kubefledged.fullname" .root)) .v.webhook.secretName -}}
+{{- end -}}
+
+{{- define "kubefledged.webhookConfigurationName" -}}
+{{- default (include "kubefledged.fullname" .root) .v.webhook.configuration.name -}}
+{{- end -}}
+
+{{- define "kubefledged.certificateName" -}}
+{{- printf "%s-webhook" (include "kubefledged.fullname" .root) -}}
+{{- end -}}
+
+{{/* "self" or "external"; cert-manager always means external. */}}
+{{- define "kubefledged.certManagement" -}}
+{{- if .v.webhook.certManager.enabled -}}
+external
+{{- else -}}
+{{- .v.webhook.certManagement -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubefledged.leaderElectionNamespace" -}}
+{{- default .root.Release.Namespace .v.controller.leaderElectionNamespace -}}
+{{- end -}}
+
+{{/*
+The kube-fledged image: image.reference when set (the operator's
+RELATED_IMAGE_KUBEFLEDGED), else repository, tag (appVersion by default) and
+digest.
+*/}}
+{{- define "kubefledged.image" -}}
+{{- $i := .v.image -}}
+{{- if $i.reference -}}
+{{- $i.reference -}}
+{{- else -}}
+{{- $ref := $i.repository -}}
+{{- $tag := default .root.Chart.AppVersion $i.tag -}}
+{{- if $tag -}}
+{{- $ref = printf "%s:%s" $ref $tag -}}
+{{- end -}}
+{{- if $i.digest -}}
+{{- $ref = printf "%s@%s" $ref $i.digest -}}
+{{- end -}}
+{{- $ref -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,94 @@
+package imagecache
+
+import (
+	"context"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+)
+
+// nodeChanges lets through the node events that can make a node newly
+// eligible for a cache: it joins, becomes Ready, is uncordoned, or its labels
+// or taints change. Heartbeats and image list updates are ignored.
+func nodeChanges() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return false
+			}
+			return plan.Ready(o) != plan.Ready(n) ||
+				o.Spec.Unschedulable != n.Spec.Unschedulable ||
+				!reflect.DeepEqual(o.Labels, n.Labels) ||
+				!reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints)
+		},
+	}
+}
+
+// cachesForNode maps a node to the caches with a list that selects it.
+func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	caches := &v1alpha2.ImageCacheList{}
+	if err := r.Client.List(ctx, caches); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range caches.Items {
+		c := &caches.Items[i]
+		for j := range c.Spec.CacheSpec {
+			if plan.Selects(&c.Spec.CacheSpec[j], node) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// newNodes returns the nodes the cache's lists could use now but that its
+// latest operation did not cover. A purged cache covers nothing and wants
+// nothing. The first time the controller sees a cache it takes the eligible
+// nodes as covered: the start-up refresh (on by default) covers the rest.
+func (r *Reconciler) newNodes(ctx context.Context, cache *v1alpha2.ImageCache) (map[string]bool, error) {
+	if cache.Status.Status == "" || cache.Status.Reason == string(plan.Purge) {
+		return nil, nil
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return nil, err
+	}
+	key := client.ObjectKeyFromObject(cache)
+	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items)
+	covered, ok := r.ops.covered(key, cache.UID)
+	if !ok {
+		r.ops.setCoverage(key, cache.UID, eligible)
+		return nil, nil
+	}
+	fresh := map[string]bool{}
+	still := map[string]bool{}
+	for n := range eligible {
+		if covered[n] {
+			still[n] = true
+		} else {
+			fresh[n] = true
+		}
+	}
+	// A node that left (NotReady, cordoned, relabelled) is forgotten, so
+	// that it is caught up when it comes back.
+	r.ops.setCoverage(key, cache.UID, still)
+	return fresh, nil
+}

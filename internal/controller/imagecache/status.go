@@ -1,0 +1,101 @@
+package imagecache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+)
+
+// MaxFailures bounds the entries of status.failures: on a large cluster an
+// image failing everywhere would otherwise outgrow the object. The count of
+// what was left out goes to status.failuresOmitted.
+const MaxFailures = 200
+
+// progress is done/desired: pairs pulled (or deleted) or already there, of
+// those on eligible nodes.
+func progress(c v1alpha2.Counts) string {
+	return fmt.Sprintf("%d/%d", c.Succeeded+c.AlreadyPresent, c.Desired)
+}
+
+// writeProgress writes the counts when they changed, at most once per
+// StatusInterval per cache; it returns how long to wait before a held-back
+// write is due. A merge patch of just these fields needs no resourceVersion:
+// during an operation the controller alone writes the status.
+func (r *Reconciler) writeProgress(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (time.Duration, error) {
+	if op.counts == op.written {
+		return 0, nil
+	}
+	if wait := op.lastWrite.Add(r.Config.StatusInterval).Sub(r.Clock.Now()); wait > 0 {
+		return wait, nil
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"counts": op.counts, "progress": progress(op.counts)}})
+	if err != nil {
+		return 0, err
+	}
+	target := &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: cache.Namespace, Name: cache.Name}}
+	if err := r.Client.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	op.written, op.lastWrite = op.counts, r.Clock.Now()
+	return 0, nil
+}
+
+// setConditions sets Progressing, and Ready from the status: Ready stays as
+// it was while an operation runs.
+func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message string) {
+	st := &cache.Status
+	prog := metav1.Condition{Type: v1alpha2.ConditionProgressing, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: cache.Generation}
+	if running {
+		prog.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, prog)
+	if running {
+		if meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionReady) == nil {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: reason, Message: "the first operation is running", ObservedGeneration: cache.Generation})
+		}
+		return
+	}
+	ready := metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse, Reason: string(st.Status), Message: message, ObservedGeneration: cache.Generation}
+	switch st.Status {
+	case v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted:
+		ready.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+}
+
+// boundFailures keeps at most MaxFailures node entries, taking images in
+// turn so that every failing image shows, and returns how many were left out.
+func boundFailures(f map[string]v1alpha2.NodeReasonMessageList) (map[string]v1alpha2.NodeReasonMessageList, int32) {
+	total := 0
+	for _, l := range f {
+		total += len(l)
+	}
+	if total <= MaxFailures {
+		return f, 0
+	}
+	out := map[string]v1alpha2.NodeReasonMessageList{}
+	kept := 0
+	for round := 0; kept < MaxFailures; round++ {
+		progressed := false
+		for img, l := range f {
+			if round < len(l) && kept < MaxFailures {
+				out[img] = append(out[img], l[round])
+				kept++
+				progressed = true
+			}
+		}
+		if !progressed {
+			break
+		}
+	}
+	return out, int32(total - kept)
+}

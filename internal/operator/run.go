@@ -1,0 +1,189 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
+	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+)
+
+// Run starts the operator and blocks until ctx ends or the manager fails.
+// It returns nil after a clean shutdown. Call it once per process:
+// controller-runtime refuses a second controller with the same name, and the
+// logger (ctrl.SetLogger) is the caller's to set.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("operator")
+
+	ws, err := LoadWatches(o.WatchesFile)
+	if err != nil {
+		return err
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mopts := manager.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        o.LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// A replica that stops hands over at once instead of letting the
+		// others wait out the lease.
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if mopts.HealthProbeBindAddress == "0" {
+		mopts.HealthProbeBindAddress = ""
+	}
+	// WATCH_NAMESPACE, set by OLM from the OperatorGroup, narrows the cache.
+	helmmgr.ConfigureWatchNamespaces(&mopts, log)
+
+	mgr, err := manager.New(cfg, mopts)
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+
+	for _, w := range ws {
+		r, err := newReconciler(w, o)
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+		}
+		log.Info("watching", "gvk", w.GroupVersionKind, "chart", w.ChartPath,
+			"dependentWatches", *w.WatchDependentResources, "overrides", keys(w.OverrideValues))
+	}
+
+	return mgr.Start(ctx)
+}
+
+func newReconciler(w watches.Watch, o Options) (*reconciler.Reconciler, error) {
+	maxConcurrent := o.MaxConcurrentReconciles
+	if w.MaxConcurrentReconciles != nil {
+		maxConcurrent = *w.MaxConcurrentReconciles
+	}
+	period := o.ReconcilePeriod
+	if w.ReconcilePeriod != nil {
+		period = w.ReconcilePeriod.Duration
+	}
+	aliases, err := Aliases(w.Chart)
+	if err != nil {
+		return nil, err
+	}
+	opts := []reconciler.Option{
+		reconciler.WithChart(*withoutCRDs(w.Chart)),
+		reconciler.WithGroupVersionKind(w.GroupVersionKind),
+		reconciler.WithOverrideValues(w.OverrideValues),
+		reconciler.WithSelector(*w.Selector),
+		// watchDependentResources says whether to watch; the option says
+		// whether to skip (helm-operator-plugins' own run command passes it
+		// uninverted).
+		reconciler.SkipDependentWatches(!*w.WatchDependentResources),
+		reconciler.WithMaxConcurrentReconciles(maxConcurrent),
+		reconciler.WithReconcilePeriod(period),
+		reconciler.WithMaxReleaseHistory(o.MaxReleaseHistory),
+		reconciler.WithInstallAnnotations(annotation.DefaultInstallAnnotations...),
+		reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
+		reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
+	}
+	if len(aliases) > 0 {
+		opts = append(opts, reconciler.WithValueTranslator(NewTranslator(aliases)))
+	}
+	return reconciler.New(opts...)
+}
+
+// withoutCRDs returns the chart minus its crds/ directory. The operator's
+// bundle owns the CRDs (OLM installs and upgrades them), and Helm would try to
+// create them on every install, which needs rights over CRDs that an operator
+// should not hold: without them the install fails as Forbidden even when the
+// CRD exists. `helm install` of the chart itself still carries them.
+func withoutCRDs(c *chart.Chart) *chart.Chart {
+	out := *c
+	out.Files = nil
+	for _, f := range c.Files {
+		if !strings.HasPrefix(f.Name, "crds/") {
+			out.Files = append(out.Files, f)
+		}
+	}
+	return &out
+}
+
+// LoadWatches reads a watches file with two changes from
+// helm-operator-plugins' own loading:
+//
+//   - a relative chart path is taken relative to the watches file, not to
+//     the working directory, so tests and local runs need no chdir;
+//   - an override whose value expands to nothing is dropped. Overrides take
+//     images from RELATED_IMAGE_* variables, which OLM sets; outside OLM they
+//     are unset, and an empty override would blank the chart's value (and
+//     raise a ValueOverridden warning on every release).
+func LoadWatches(path string) ([]watches.Watch, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading watches file: %w", err)
+	}
+	var entries []map[string]interface{}
+	if err := yaml.Unmarshal(raw, &entries); err != nil {
+		return nil, fmt.Errorf("watches file %s: %w", path, err)
+	}
+	base := filepath.Dir(path)
+	for _, e := range entries {
+		if c, ok := e["chart"].(string); ok && c != "" && !filepath.IsAbs(c) {
+			e["chart"] = filepath.Join(base, c)
+		}
+	}
+	rewritten, err := yaml.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := watches.LoadReader(bytes.NewReader(rewritten))
+	if err != nil {
+		return nil, fmt.Errorf("watches file %s: %w", path, err)
+	}
+	for i := range ws {
+		for k, v := range ws[i].OverrideValues {
+			if v == "" {
+				delete(ws[i].OverrideValues, k)
+			}
+		}
+	}
+	return ws, nil
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,635 @@
+package golden
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from the current chart")
+
+// cases lists testdata/*.values.yaml; each has a .golden next to it.
+func cases(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "*.values.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cases in testdata: %v", err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".values.yaml"))
+	}
+	return names
+}
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatalf("loading chart: %v", err)
+	}
+	return c
+}
+
+func render(t *testing.T, c *chart.Chart, name string) Rendered {
+	t.Helper()
+	vals, err := ReadValues(filepath.Join("testdata", name+".values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Render(c, vals)
+	if err != nil {
+		t.Fatalf("rendering %s: %v", name, err)
+	}
+	return r
+}
+
+func TestGolden(t *testing.T) {
+	c := loadChart(t)
+	for _, name := range cases(t) {
+		t.Run(name, func(t *testing.T) {
+			got := render(t, c, name).String()
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("rendering differs from %s (run `go test ./test/golden -update` and review the diff):\n%s", path, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// lineDiff shows the first differing lines, enough to see what changed.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, wl, gl)
+		}
+	}
+	return ""
+}
+
+// Every rendered object must decode strictly as its Kubernetes type: this is
+// what catches YAML that is valid text but a wrong object, like the
+// original's hostNetwork/priorityClassName rendering.
+func TestRenderedObjectsDecodeStrictly(t *testing.T) {
+	c := loadChart(t)
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	for _, name := range cases(t) {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, c, name)
+			if len(r.Find("Deployment", "")) != 1 {
+				t.Fatalf("want exactly one Deployment, got %d", len(r.Find("Deployment", "")))
+			}
+			for _, m := range r.Manifests {
+				switch m.Head.Version {
+				case "monitoring.coreos.com/v1", "cert-manager.io/v1":
+					u := &unstructured.Unstructured{}
+					if err := yaml.UnmarshalStrict([]byte(m.Content), &u.Object); err != nil {
+						t.Errorf("%s: %v", m.Name, err)
+					}
+					continue
+				}
+				if _, _, err := strict.Decode([]byte(m.Content), nil, nil); err != nil {
+					t.Errorf("%s (%s %s): %v", m.Name, m.Head.Kind, m.Head.Metadata.Name, err)
+				}
+			}
+		})
+	}
+}
+
+func deployment(t *testing.T, r Rendered) *appsv1.Deployment {
+	t.Helper()
+	ds := r.Find("Deployment", "")
+	if len(ds) != 1 {
+		t.Fatalf("want one Deployment, got %d", len(ds))
+	}
+	d := &appsv1.Deployment{}
+	if err := yaml.UnmarshalStrict([]byte(ds[0].Content), d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// flags turns the controller's args into flag -> value.
+func flags(t *testing.T, d *appsv1.Deployment) map[string]string {
+	t.Helper()
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if len(args) == 0 || args[0] != "controller" {
+		t.Fatalf("args must start with the controller subcommand: %q", args)
+	}
+	out := map[string]string{}
+	for _, a := range args[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !strings.HasPrefix(k, "--") {
+			t.Fatalf("arg %q is not --flag=value", a)
+		}
+		if _, dup := out[k]; dup {
+			t.Fatalf("flag %s given twice", k)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
+	d := deployment(t, render(t, loadChart(t), "defaults"))
+	want := map[string]string{
+		"--image-pull-deadline-duration":  "5m",
+		"--image-cache-refresh-frequency": "15m",
+		"--image-pull-policy":             "IfNotPresent",
+		"--service-account-name":          "",
+		"--image-delete-job-host-network": "false",
+		"--job-priority-class-name":       "",
+		"--job-retention-policy":          "delete",
+		"--cri-socket-path":               "",
+		"--helper-image":                  "ghcr.io/kubefledged/kubefledged:v0.11.0",
+		"--max-concurrent-jobs":           "100",
+		"--max-concurrent-jobs-per-node":  "2",
+		"--leader-elect":                  "true",
+		"--leader-election-namespace":     Namespace,
+		"--metrics-bind-address":          ":8080",
+		"--health-probe-bind-address":     ":8081",
+		"--zap-log-level":                 "info",
+		"--enable-webhook":                "true",
+		"--webhook-port":                  "9443",
+		"--webhook-cert-dir":              "/tmp/k8s-webhook-server/serving-certs",
+		"--webhook-cert-management":       "self",
+		"--webhook-cert-secret":           "kubefledged-webhook-cert",
+		"--webhook-service":               "kubefledged-webhook",
+		"--webhook-configuration":         "kubefledged",
+	}
+	if got := flags(t, d); !reflect.DeepEqual(got, want) {
+		t.Errorf("flags:\n got %v\nwant %v", got, want)
+	}
+	pod := d.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	if ctr.Image != "ghcr.io/kubefledged/kubefledged:v0.11.0" {
+		t.Errorf("image %q", ctr.Image)
+	}
+	sc := ctr.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("container security context is not restricted: %+v", sc)
+	}
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("pod security context is not non-root: %+v", pod.SecurityContext)
+	}
+	if ctr.Resources.Requests.Cpu().IsZero() || ctr.Resources.Requests.Memory().IsZero() {
+		t.Errorf("no resource requests: %+v", ctr.Resources)
+	}
+	if ctr.LivenessProbe == nil || ctr.LivenessProbe.HTTPGet.Path != "/healthz" ||
+		ctr.ReadinessProbe == nil || ctr.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes: %+v %+v", ctr.LivenessProbe, ctr.ReadinessProbe)
+	}
+	if len(ctr.Env) != 1 || ctr.Env[0].Name != "KUBEFLEDGED_NAMESPACE" || ctr.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("env: %+v", ctr.Env)
+	}
+}
+
+// Cases whose Deployment flags must differ from the defaults in just these.
+func TestFlagsPerCase(t *testing.T) {
+	c := loadChart(t)
+	base := flags(t, deployment(t, render(t, c, "defaults")))
+	tests := map[string]map[string]string{
+		"retention-retain": {"--job-retention-policy": "retain"},
+		"legacy-retain":    {"--job-retention-policy": "retain"},
+		"legacy-upstream": {
+			"--image-pull-deadline-duration":  "10m",
+			"--image-cache-refresh-frequency": "0s",
+			"--image-pull-policy":             "Always",
+			"--service-account-name":          "puller",
+			"--image-delete-job-host-network": "true",
+			"--job-priority-class-name":       "low-priority",
+			"--job-retention-policy":          "retain",
+			"--cri-socket-path":               "/run/k3s/containerd/containerd.sock",
+			"--zap-log-level":                 "debug",
+			"--webhook-cert-secret":           "kubefledged-webhook-server",
+			"--webhook-service":               "kubefledged-webhook-server",
+			"--webhook-configuration":         "kubefledged-webhook",
+		},
+		"legacy-mirror": {
+			"--zap-log-level":                "error",
+			"--image-pull-deadline-duration": "2m",
+			"--enable-webhook":               "false",
+			"--helper-image":                 "registry.example.com/mirror/kubefledged:v0.11.0",
+		},
+		"new-keys-win": {
+			"--job-retention-policy":         "retain",
+			"--image-pull-deadline-duration": "1m",
+			"--webhook-service":              "new-webhook",
+		},
+		"job-flags": {
+			"--image-pull-deadline-duration":  "1h30m",
+			"--image-cache-refresh-frequency": "0",
+			"--image-pull-policy":             "Always",
+			"--service-account-name":          "image-puller",
+			"--image-delete-job-host-network": "true",
+			"--job-priority-class-name":       "batch-low",
+			"--cri-socket-path":               "/var/run/crio/crio.sock",
+			"--helper-image":                  "registry.example.com/kubefledged:debug",
+			"--max-concurrent-jobs":           "20",
+			"--max-concurrent-jobs-per-node":  "1",
+			"--zap-log-level":                 "debug",
+			"--health-probe-bind-address":     ":9081",
+			"--some-future-flag":              "x",
+		},
+		"leader-election":     {"--leader-election-namespace": "kube-system"},
+		"leader-election-off": {"--leader-elect": "false"},
+		"metrics-disabled":    {"--metrics-bind-address": "0"},
+		"metrics-servicemonitor": {
+			"--metrics-bind-address": ":9090",
+		},
+		"webhook-disabled": {"--enable-webhook": "false"},
+		"webhook-external": {
+			"--webhook-cert-management": "external",
+			"--webhook-cert-secret":     "my-webhook-tls",
+			"--webhook-port":            "10250",
+			"--webhook-cert-dir":        "/certs",
+		},
+		"webhook-certmanager":        {"--webhook-cert-management": "external"},
+		"webhook-certmanager-issuer": {"--webhook-cert-management": "external"},
+		"image-digest": {
+			"--helper-image": "registry.example.com/kubefledged:v9.9.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		},
+		"image-reference": {
+			"--helper-image": "registry.example.com/kubefledged@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		},
+		"names": {
+			"--webhook-cert-secret":   "fledged-webhook-cert",
+			"--webhook-service":       "fledged-webhook",
+			"--webhook-configuration": "fledged",
+		},
+		"webhook-names": {
+			"--webhook-cert-secret":   "fledged-cert",
+			"--webhook-service":       "fledged-webhook",
+			"--webhook-configuration": "fledged.example.com",
+		},
+		"webhook-existing-objects": {
+			"--webhook-cert-secret":   "shared-cert",
+			"--webhook-service":       "shared-webhook",
+			"--webhook-configuration": "shared-vwc",
+		},
+	}
+	for name, diff := range tests {
+		t.Run(name, func(t *testing.T) {
+			want := map[string]string{}
+			for k, v := range base {
+				want[k] = v
+			}
+			for k, v := range diff {
+				want[k] = v
+			}
+			got := flags(t, deployment(t, render(t, c, name)))
+			if !reflect.DeepEqual(got, want) {
+				for k := range want {
+					if got[k] != want[k] {
+						t.Errorf("%s = %q, want %q", k, got[k], want[k])
+					}
+				}
+				for k := range got {
+					if _, ok := want[k]; !ok {
+						t.Errorf("unexpected flag %s=%q", k, got[k])
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestObjectsPerCase(t *testing.T) {
+	c := loadChart(t)
+	count := func(r Rendered, kind string) int { return len(r.Find(kind, "")) }
+	t.Run("defaults", func(t *testing.T) {
+		r := render(t, c, "defaults")
+		for kind, n := range map[string]int{
+			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
+			"Service": 1, "ValidatingWebhookConfiguration": 1, "PodDisruptionBudget": 0, "ServiceMonitor": 0,
+			"Certificate": 0, "Issuer": 0,
+		} {
+			if got := count(r, kind); got != n {
+				t.Errorf("%s: got %d, want %d", kind, got, n)
+			}
+		}
+		// Self mode must leave caBundle to the controller.
+		vwc := r.Find("ValidatingWebhookConfiguration", "")[0].Content
+		if strings.Contains(vwc, "caBundle") {
+			t.Errorf("self mode renders a caBundle:\n%s", vwc)
+		}
+		// Only the controller's ServiceAccount is bound (the original also
+		// bound the group system:nodes).
+		for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+			for _, m := range r.Find(kind, "") {
+				b := &rbacv1.RoleBinding{}
+				if err := yaml.Unmarshal([]byte(m.Content), b); err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != "kubefledged-controller" {
+					t.Errorf("%s %s binds %+v", kind, b.Name, b.Subjects)
+				}
+			}
+		}
+	})
+	t.Run("legacy-upstream", func(t *testing.T) {
+		r := render(t, c, "legacy-upstream")
+		d := deployment(t, r)
+		if *d.Spec.Replicas != 2 {
+			t.Errorf("controllerReplicaCount ignored: replicas %d", *d.Spec.Replicas)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/kubefledged/kubefledged:v0.11.0" {
+			t.Errorf("the original's public image must not replace ours: %s", img)
+		}
+		if p := d.Spec.Template.Spec.Containers[0].ImagePullPolicy; p != corev1.PullAlways {
+			t.Errorf("image.pullPolicy: %s", p)
+		}
+		if count(r, "PodDisruptionBudget") != 1 {
+			t.Error("two replicas need a PodDisruptionBudget")
+		}
+		for _, s := range []string{"webhookServerReplicaCount", "image.kubefledgedCRIClientRepository", "image.kubefledgedControllerRepository", "args.webhookServerPort", "command"} {
+			if !strings.Contains(r.Notes, s) {
+				t.Errorf("notes do not explain that %s is ignored:\n%s", s, r.Notes)
+			}
+		}
+	})
+	t.Run("legacy-mirror", func(t *testing.T) {
+		r := render(t, c, "legacy-mirror")
+		d := deployment(t, r)
+		if *d.Spec.Replicas != 2 {
+			t.Errorf("replicaCount ignored: %d", *d.Spec.Replicas)
+		}
+		if !d.Spec.Template.Spec.HostNetwork || d.Spec.Template.Spec.PriorityClassName != "system-cluster-critical" {
+			t.Errorf("webhookServer pod settings not applied to the controller pods")
+		}
+		if count(r, "ValidatingWebhookConfiguration")+count(r, "Service") != 0 {
+			t.Error("webhookServer.enable=false must drop the webhook")
+		}
+	})
+	t.Run("new-keys-win", func(t *testing.T) {
+		d := deployment(t, render(t, c, "new-keys-win"))
+		if *d.Spec.Replicas != 3 {
+			t.Errorf("replicas %d, want 3", *d.Spec.Replicas)
+		}
+	})
+	t.Run("serviceaccount-existing", func(t *testing.T) {
+		r := render(t, c, "serviceaccount-existing")
+		if count(r, "ServiceAccount") != 0 {
+			t.Error("create: false still creates a ServiceAccount")
+		}
+		if sa := deployment(t, r).Spec.Template.Spec.ServiceAccountName; sa != "kubefledged-sa" {
+			t.Errorf("Deployment uses %q", sa)
+		}
+		for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+			for _, m := range r.Find(kind, "") {
+				if !strings.Contains(m.Content, "name: kubefledged-sa") {
+					t.Errorf("%s %s does not bind kubefledged-sa", kind, m.Head.Metadata.Name)
+				}
+			}
+		}
+	})
+	t.Run("serviceaccount-default", func(t *testing.T) {
+		if sa := deployment(t, render(t, c, "serviceaccount-default")).Spec.Template.Spec.ServiceAccountName; sa != "default" {
+			t.Errorf("Deployment uses %q", sa)
+		}
+	})
+	t.Run("rbac-off", func(t *testing.T) {
+		r := render(t, c, "rbac-off")
+		for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
+			if count(r, kind) != 0 {
+				t.Errorf("%s rendered", kind)
+			}
+		}
+	})
+	t.Run("clusterrole-existing", func(t *testing.T) {
+		r := render(t, c, "clusterrole-existing")
+		if count(r, "ClusterRole") != 0 {
+			t.Error("ClusterRole rendered")
+		}
+		b := r.Find("ClusterRoleBinding", "kubefledged-binding")
+		if len(b) != 1 || !strings.Contains(b[0].Content, "name: shared-kubefledged") {
+			t.Errorf("binding does not reference the existing ClusterRole: %+v", b)
+		}
+	})
+	t.Run("webhook-external", func(t *testing.T) {
+		r := render(t, c, "webhook-external")
+		vwc := r.Find("ValidatingWebhookConfiguration", "")[0].Content
+		if !strings.Contains(vwc, "caBundle: LS0t") {
+			t.Errorf("external caBundle missing:\n%s", vwc)
+		}
+		if len(r.Find("Role", "kubefledged-webhook-cert")) != 0 {
+			t.Error("external mode needs no Secret rights")
+		}
+	})
+	t.Run("webhook-certmanager", func(t *testing.T) {
+		r := render(t, c, "webhook-certmanager")
+		if count(r, "Certificate") != 1 || count(r, "Issuer") != 1 {
+			t.Error("want a Certificate and a self-signed Issuer")
+		}
+		vwc := r.Find("ValidatingWebhookConfiguration", "")[0].Content
+		if !strings.Contains(vwc, "cert-manager.io/inject-ca-from: kube-fledged/kubefledged-webhook") || strings.Contains(vwc, "caBundle") {
+			t.Errorf("cainjector annotation missing or caBundle rendered:\n%s", vwc)
+		}
+	})
+	t.Run("webhook-existing-objects", func(t *testing.T) {
+		r := render(t, c, "webhook-existing-objects")
+		if count(r, "ValidatingWebhookConfiguration")+count(r, "Service") != 0 {
+			t.Error("create: false still renders webhook objects")
+		}
+		if !strings.Contains(r.Find("ClusterRole", "")[0].Content, `resourceNames: ["shared-vwc"]`) {
+			t.Error("ClusterRole does not name the existing configuration")
+		}
+	})
+	t.Run("replicas", func(t *testing.T) {
+		r := render(t, c, "replicas")
+		if p := r.Find("PodDisruptionBudget", ""); len(p) != 1 || !strings.Contains(p[0].Content, "minAvailable: 50%") {
+			t.Errorf("PodDisruptionBudget: %+v", p)
+		}
+	})
+	t.Run("replicas-no-pdb", func(t *testing.T) {
+		if count(render(t, c, "replicas-no-pdb"), "PodDisruptionBudget") != 0 {
+			t.Error("disabled PodDisruptionBudget rendered")
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		r := render(t, c, "metrics-servicemonitor")
+		if len(r.Find("ServiceMonitor", "")) != 1 || len(r.Find("Service", "kubefledged-metrics")) != 1 {
+			t.Error("ServiceMonitor needs itself and a metrics Service")
+		}
+		if count(render(t, c, "metrics-disabled"), "ServiceMonitor") != 0 {
+			t.Error("ServiceMonitor without metrics")
+		}
+	})
+	t.Run("host-network", func(t *testing.T) {
+		p := deployment(t, render(t, c, "host-network")).Spec.Template.Spec
+		if !p.HostNetwork || p.DNSPolicy != corev1.DNSClusterFirstWithHostNet || p.PriorityClassName != "system-cluster-critical" {
+			t.Errorf("hostNetwork %v dnsPolicy %q priorityClassName %q", p.HostNetwork, p.DNSPolicy, p.PriorityClassName)
+		}
+	})
+	t.Run("leader-election", func(t *testing.T) {
+		r := render(t, c, "leader-election")
+		role := r.Find("Role", "kubefledged-leader-election")
+		if len(role) != 1 || role[0].Head.Metadata == nil || !strings.Contains(role[0].Content, "namespace: kube-system") {
+			t.Errorf("leader election Role not in kube-system: %+v", role)
+		}
+		if len(render(t, c, "leader-election-off").Find("Role", "kubefledged-leader-election")) != 0 {
+			t.Error("Lease rights without leader election")
+		}
+	})
+}
+
+// Bad values must fail at install with a message naming the key.
+func TestSchemaRefusesBadValues(t *testing.T) {
+	c := loadChart(t)
+	tests := []struct {
+		name string
+		vals string
+		want []string
+	}{
+		{"retention keep", "controller: {jobRetentionPolicy: keep}", []string{"/controller/jobRetentionPolicy", "'delete', 'retain'"}},
+		{"retention case", "controller: {jobRetentionPolicy: Retain}", []string{"/controller/jobRetentionPolicy"}},
+		{"legacy retention keep", "args: {controllerJobRetentionPolicy: keep}", []string{"/args/controllerJobRetentionPolicy"}},
+		{"duration", "controller: {imagePullDeadlineDuration: 5 minutes}", []string{"/controller/imagePullDeadlineDuration"}},
+		{"duration number", "controller: {imageCacheRefreshFrequency: 15}", []string{"/controller/imageCacheRefreshFrequency", "string"}},
+		{"legacy duration", "args: {controllerImagePullDeadlineDuration: soon}", []string{"/args/controllerImagePullDeadlineDuration"}},
+		{"pull policy", "controller: {imagePullPolicy: Never}", []string{"/controller/imagePullPolicy"}},
+		{"replicas zero", "controller: {replicaCount: 0}", []string{"/controller/replicaCount", "minimum"}},
+		{"replicas text", "controller: {replicaCount: two}", []string{"/controller/replicaCount"}},
+		{"replicas fraction", "controller: {replicaCount: 1.5}", []string{"/controller/replicaCount"}},
+		{"legacy replicas zero", "controllerReplicaCount: 0", []string{"/controllerReplicaCount"}},
+		{"max jobs", "controller: {maxConcurrentJobs: 0}", []string{"/controller/maxConcurrentJobs"}},
+		{"log level", "controller: {logLevel: verbose}", []string{"/controller/logLevel"}},
+		{"cert management", "webhook: {certManagement: manual}", []string{"/webhook/certManagement"}},
+		{"pdb text", "podDisruptionBudget: {minAvailable: half}", []string{"/podDisruptionBudget/minAvailable"}},
+		{"pdb negative", "podDisruptionBudget: {minAvailable: -1}", []string{"/podDisruptionBudget/minAvailable"}},
+		{"typo", "controler: {replicaCount: 2}", []string{"controler"}},
+		{"nested typo", "controller: {jobRetentionPolcy: retain}", []string{"jobRetentionPolcy"}},
+		{"leader election off with replicas", "controller: {replicaCount: 2, leaderElect: false}", []string{"leaderElect"}},
+		{"issuer without name", "webhook: {certManager: {enabled: true, issuerRef: {kind: ClusterIssuer}}}", []string{"issuerRef"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vals := map[string]interface{}{}
+			if err := yaml.Unmarshal([]byte(tt.vals), &vals); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Render(c, vals)
+			if err == nil {
+				t.Fatalf("%s: accepted", tt.vals)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// helm lint must be clean for the defaults and for every case.
+func TestLint(t *testing.T) {
+	for _, name := range cases(t) {
+		t.Run(name, func(t *testing.T) {
+			vals, err := ReadValues(filepath.Join("testdata", name+".values.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv := &chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}
+			linter := lint.AllWithKubeVersion(ChartDir(), vals, Namespace, kv)
+			for _, m := range linter.Messages {
+				if m.Severity > support.InfoSev {
+					t.Errorf("lint: %s", m)
+				} else {
+					t.Logf("lint: %s", m)
+				}
+			}
+		})
+	}
+}
+
+// The defaults in aliases.yaml must be the chart's defaults, or a legacy key
+// would override a value the user never touched (or never apply).
+func TestAliasDefaultsMatchValues(t *testing.T) {
+	c := loadChart(t)
+	var raw []byte
+	for _, f := range c.Files {
+		if f.Name == "aliases.yaml" {
+			raw = f.Data
+		}
+	}
+	if raw == nil {
+		t.Fatal("aliases.yaml is not in the chart")
+	}
+	var aliases []struct {
+		Legacy  string      `json:"legacy"`
+		Key     string      `json:"key"`
+		Default interface{} `json:"default"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &aliases); err != nil {
+		// Unknown fields (lower, map, ignore) are fine; parse loosely.
+		if err := yaml.Unmarshal(raw, &aliases); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range aliases {
+		got, ok := lookup(c.Values, a.Key)
+		if !ok {
+			t.Errorf("%s: new key %s not in values.yaml", a.Legacy, a.Key)
+			continue
+		}
+		gj, _ := yaml.Marshal(got)
+		wj, _ := yaml.Marshal(a.Default)
+		if !bytes.Equal(gj, wj) {
+			t.Errorf("%s -> %s: alias default %s, values.yaml %s", a.Legacy, a.Key, wj, gj)
+		}
+	}
+}
+
+func lookup(m map[string]interface{}, path string) (interface{}, bool) {
+	var cur interface{} = m
+	for _, p := range strings.Split(path, ".") {
+		mm, ok := cur.(map[string]interface{})
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = mm[p]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}

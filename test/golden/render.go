@@ -1,0 +1,129 @@
+// Package golden renders the kube-fledged chart the way `helm template` does,
+// for the golden tests in this directory and for the operator's tests, which
+// compare what the chart gives on its own with what the operator asks of it.
+package golden
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"sigs.k8s.io/yaml"
+)
+
+// Release name and namespace of every rendering, so goldens stay stable.
+const (
+	ReleaseName = "kubefledged"
+	Namespace   = "kube-fledged"
+)
+
+// ChartDir is the chart's directory, found from this file so that tests run
+// from any package directory.
+func ChartDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "helm-charts", "kubefledged")
+}
+
+// LoadChart loads the chart from ChartDir.
+func LoadChart() (*chart.Chart, error) {
+	return loader.Load(ChartDir())
+}
+
+// Rendered is one rendering: the manifests in install order and the notes.
+type Rendered struct {
+	Manifests []releaseutil.Manifest
+	Notes     string
+}
+
+// String is the golden form: the manifests (each names its template), then
+// the notes.
+func (r Rendered) String() string {
+	var b strings.Builder
+	for _, m := range r.Manifests {
+		fmt.Fprintf(&b, "---\n%s\n", strings.TrimSpace(m.Content))
+	}
+	fmt.Fprintf(&b, "--- NOTES.txt\n%s\n", strings.TrimSpace(r.Notes))
+	return b.String()
+}
+
+// Render renders chrt with vals as `helm template` would (client only, so
+// values are checked against values.schema.json but nothing is contacted).
+func Render(chrt *chart.Chart, vals map[string]interface{}) (Rendered, error) {
+	cfg := &action.Configuration{Log: func(string, ...interface{}) {}}
+	install := action.NewInstall(cfg)
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = ReleaseName
+	install.Namespace = Namespace
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}
+	install.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1", "cert-manager.io/v1"}
+	if vals == nil {
+		vals = map[string]interface{}{}
+	}
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		return Rendered{}, err
+	}
+	_, manifests, err := releaseutil.SortManifests(releaseutil.SplitManifests(rel.Manifest), nil, releaseutil.InstallOrder)
+	if err != nil {
+		return Rendered{}, err
+	}
+	// SortManifests orders by kind; within a kind keep a stable order.
+	sort.SliceStable(manifests, func(i, j int) bool {
+		ki, kj := kindRank(manifests[i]), kindRank(manifests[j])
+		if ki != kj {
+			return ki < kj
+		}
+		return manifests[i].Name+manifests[i].Head.Metadata.Name < manifests[j].Name+manifests[j].Head.Metadata.Name
+	})
+	return Rendered{Manifests: manifests, Notes: rel.Info.Notes}, nil
+}
+
+func kindRank(m releaseutil.Manifest) int {
+	for i, k := range releaseutil.InstallOrder {
+		if m.Head != nil && m.Head.Kind == k {
+			return i
+		}
+	}
+	return len(releaseutil.InstallOrder)
+}
+
+// ReadValues reads a YAML values file; an empty file gives empty values.
+func ReadValues(path string) (map[string]interface{}, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[string]interface{}{}
+	if err := yaml.Unmarshal(b, &vals); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if vals == nil {
+		vals = map[string]interface{}{}
+	}
+	return vals, nil
+}
+
+// Find returns the manifests of one kind (and name, when not empty).
+func (r Rendered) Find(kind, name string) []releaseutil.Manifest {
+	var out []releaseutil.Manifest
+	for _, m := range r.Manifests {
+		if m.Head == nil || m.Head.Kind != kind {
+			continue
+		}
+		if name != "" && (m.Head.Metadata == nil || m.Head.Metadata.Name != name) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
