@@ -1,0 +1,214 @@
+package imagecache_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+const opTimeout = 60 * time.Second
+
+func annotate(g Gomega, key client.ObjectKey, annotation string) time.Time {
+	at := tick()
+	c := &v1alpha2.ImageCache{}
+	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+	patch := client.MergeFrom(c.DeepCopy())
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annotation] = ""
+	g.Expect(k8s.Patch(context.Background(), c, patch)).To(Succeed())
+	return at
+}
+
+func events(g Gomega, ns, name string) []corev1.Event {
+	l := &corev1.EventList{}
+	g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
+	var out []corev1.Event
+	for _, e := range l.Items {
+		if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "ImageCache" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
+	g.Eventually(func() []string {
+		var got []string
+		for _, e := range events(g, ns, name) {
+			got = append(got, e.Type+" "+e.Reason+" "+e.Message)
+		}
+		return got
+	}).WithTimeout(10 * time.Second).Should(ContainElement(typ + " " + reason + " " + msg))
+}
+
+// TestOperations walks one cache through every operation of the original:
+// create, update (pull only what a list gains, delete what it loses), refresh
+// on demand (skipping images a node reports), purge, and delete.
+func TestOperations(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rec := recordJobs(t, ns)
+	runController(t, nil)
+	key := client.ObjectKey{Namespace: ns, Name: "web"}
+
+	// create
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "web", list("nginx:1.21", "redis:7")))).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesPulledSuccessfully))
+	g.Expect(c.Status.StartTime).NotTo(BeNil())
+	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
+	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
+	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessagePullingImages)
+	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagesPulledSuccessfully)
+	// delete policy: no Job of the operation is left.
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "web"})) }).WithTimeout(10 * time.Second).Should(BeZero())
+
+	// update: redis:7 leaves the list, postgres:16 joins it
+	t1 := tick()
+	c.Spec.CacheSpec[0].Images = []string{"nginx:1.21", "postgres:16"}
+	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.21", "postgres:16"}))
+	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
+
+	// refresh on demand: node 0 already has both images, so it gets no Job
+	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-0", []corev1.ContainerImage{
+		{Names: []string{"docker.io/library/nginx:1.21"}, SizeBytes: 1},
+		{Names: []string{"docker.io/library/postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "docker.io/library/postgres:16"}, SizeBytes: 1},
+	})).To(Succeed())
+	t2 := annotate(g, key, v1alpha2.RefreshAnnotation)
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.RefreshAnnotation))
+	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.21", "sandbox-node-1", "sandbox-node-2"), each("pull", "postgres:16", "sandbox-node-1", "sandbox-node-2")...)))
+
+	// purge: every image deleted from every node
+	t3 := annotate(g, key, v1alpha2.PurgeAnnotation)
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t3, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesDeletedSuccessfully))
+	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.PurgeAnnotation))
+	g.Expect(rec.take()).To(ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
+	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessageImagesDeletedSuccessfully)
+
+	// delete: nothing runs; the cache is simply gone
+	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
+	g.Consistently(rec.take).WithTimeout(2 * time.Second).Should(BeEmpty())
+}
+
+// TestPeriodicRefresh: with a refresh period, a finished cache is refreshed
+// again without any annotation.
+func TestPeriodicRefresh(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	runController(t, func(o *commandsOptions) { o.RefreshEvery.Value = 3 * time.Second })
+	key := client.ObjectKey{Namespace: ns, Name: "periodic"}
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "periodic", list("nginx:1.21")))).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	done := c.Status.CompletionTime.Time
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, done.Add(2*time.Second), opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.StartTime.Time.Sub(done)).To(BeNumerically(">=", 2*time.Second))
+}
+
+// TestFailedPull: an image that cannot be pulled fails on every node with the
+// runtime's reason and message, within the deadline plus a small margin, and
+// the delete policy leaves no Job behind.
+func TestFailedPull(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	runController(t, nil) // deadline 8s
+	key := client.ObjectKey{Namespace: ns, Name: "broken"}
+	bad := sandbox.FailPrefix + "missing:1"
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "broken", list("nginx:1.21", bad)))).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
+	g.Expect(c.Status.Failures).To(HaveLen(1))
+	g.Expect(c.Status.Failures[bad]).To(HaveLen(nodes))
+	for _, f := range c.Status.Failures[bad] {
+		g.Expect(f.Node).To(BeElementOf(allNodes()))
+		g.Expect(f.Reason).To(BeElementOf("ImagePullBackOff", "ErrImagePull"))
+		g.Expect(f.Message).To(ContainSubstring(bad))
+	}
+	took := c.Status.CompletionTime.Sub(c.Status.StartTime.Time)
+	g.Expect(took).To(BeNumerically("<=", 8*time.Second+5*time.Second), "took %s", took)
+	hasEvent(g, ns, "broken", "Warning", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages)
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "broken"})) }).WithTimeout(10 * time.Second).Should(BeZero())
+}
+
+// TestSameNameInTwoNamespaces: results are keyed by namespace, so two caches
+// named alike never mix their results.
+func TestSameNameInTwoNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ns1, ns2 := namespace(t), namespace(t)
+	runController(t, nil)
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns1, "app", list("nginx:1.21")))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), newCache(ns2, "app", list(sandbox.FailPrefix+"app:1")))).To(Succeed())
+	c1 := final(t, g, client.ObjectKey{Namespace: ns1, Name: "app"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c2 := final(t, g, client.ObjectKey{Namespace: ns2, Name: "app"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c1.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c1.Status.Failures).To(BeEmpty())
+	g.Expect(c2.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c2.Status.Failures).To(HaveKey(sandbox.FailPrefix + "app:1"))
+}
+
+// TestSpecEditDuringOperation: an edit made while an operation runs is not
+// lost; it is applied as an update when the operation ends.
+func TestSpecEditDuringOperation(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rec := recordJobs(t, ns)
+	runController(t, nil)
+	key := client.ObjectKey{Namespace: ns, Name: "edited"}
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "edited", list(sandbox.FailPrefix+"slow:1")))).To(Succeed())
+	c := &v1alpha2.ImageCache{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing))
+	}).WithTimeout(opTimeout).Should(Succeed())
+	c.Spec.CacheSpec[0].Images = append(c.Spec.CacheSpec[0].Images, "busybox:1.36")
+	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
+
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t0, 2*opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
+	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(ContainElement("busybox:1.36"))
+	g.Expect(rec.take()).To(ConsistOf(append(each("pull", sandbox.FailPrefix+"slow:1", allNodes()...), each("pull", "busybox:1.36", allNodes()...)...)))
+}
+
+// TestJobsDeletedMidOperation: someone deletes the Jobs while they run; the
+// cache still reaches a final status by the deadline, with the reason.
+func TestJobsDeletedMidOperation(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	runController(t, nil)
+	key := client.ObjectKey{Namespace: ns, Name: "tampered"}
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "tampered", list(sandbox.FailPrefix+"x:1")))).To(Succeed())
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "tampered"})) }).WithTimeout(opTimeout).Should(Equal(nodes))
+	g.Expect(k8s.DeleteAllOf(context.Background(), jobsObj(), client.InNamespace(ns), client.MatchingLabels{jobs.LabelImageCache: "tampered"}, client.PropagationPolicy("Background"))).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	for _, f := range c.Status.Failures[sandbox.FailPrefix+"x:1"] {
+		g.Expect(f.Reason).To(Equal("JobDeleted"))
+	}
+	g.Expect(c.Status.CompletionTime.Sub(c.Status.StartTime.Time)).To(BeNumerically("<=", 13*time.Second))
+}

@@ -1,0 +1,155 @@
+package imagecache_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+func results(g Gomega, ns, cache string) map[string]int {
+	out := map[string]int{}
+	for _, j := range jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: cache}) {
+		out[j.Labels[jobs.LabelKind]+"/"+j.Labels[jobs.LabelResult]]++
+	}
+	return out
+}
+
+// TestRetentionMatrix: with retain, every Job of an operation stays —
+// succeeded, failed and still running at the deadline, pull and delete alike
+// — labelled with its result; the next operation of the cache removes them.
+// With delete, none is left (see TestOperations and TestFailedPull).
+func TestRetentionMatrix(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	stop := runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" })
+	key := client.ObjectKey{Namespace: ns, Name: "kept"}
+	good, bad, crash := "httpd:2.4", sandbox.FailPrefix+"nope:1", sandbox.RunFailPrefix+"crash:1"
+
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "kept", list(good, bad, crash)))).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Failures[crash][0].Reason).To(Equal("Error"))
+	g.Expect(results(g, ns, "kept")).To(Equal(map[string]int{"pull/succeeded": nodes, "pull/expired": nodes, "pull/failed": nodes}))
+
+	// The Jobs still running at the deadline keep running: their pods show why.
+	expired := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "kept", jobs.LabelResult: jobs.ResultExpired})
+	for _, j := range expired {
+		g.Expect(j.Status.Active).To(Equal(int32(1)))
+		g.Expect(j.Annotations[jobs.AnnotationResultMsg]).To(ContainSubstring(bad))
+		pods := &corev1.PodList{}
+		g.Expect(k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: j.Name})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		g.Expect(pods.Items[0].Status.ContainerStatuses[0].State.Waiting.Reason).To(Equal("ImagePullBackOff"))
+	}
+
+	// Purge: the create's Jobs go (a cache keeps only its latest
+	// operation's), the purge's delete Jobs stay.
+	t1 := annotate(g, key, v1alpha2.PurgeAnnotation)
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(results(g, ns, "kept")).To(Equal(map[string]int{"delete/succeeded": 3 * nodes}))
+
+	// Delete Jobs that fail, and that are still running at the deadline: the
+	// helper image fails to run, or never pulls. Each restart in between
+	// also deletes the Jobs retained so far.
+	stop()
+	for _, tc := range []struct{ helper, want string }{
+		{sandbox.FailPrefix + "kubefledged:e2e", "delete/expired"},
+		{sandbox.RunFailPrefix + "kubefledged:e2e", "delete/failed"},
+	} {
+		stop := runController(t, func(o *commands.ControllerOptions) {
+			o.Retention.Value = "retain"
+			o.HelperImage = tc.helper
+		})
+		t2 := annotate(g, key, v1alpha2.PurgeAnnotation)
+		c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t2, opTimeout)
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+		g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages))
+		g.Expect(results(g, ns, "kept")).To(Equal(map[string]int{tc.want: 3 * nodes}))
+		stop()
+	}
+
+	// Deleting the cache takes its retained Jobs with it.
+	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
+	g.Eventually(func() map[string]int { return results(g, ns, "kept") }).WithTimeout(30 * time.Second).Should(BeEmpty())
+}
+
+// TestRestart: a restarted controller deletes every leftover Job (retained
+// ones of finished operations and running ones alike) before anything else,
+// marks caches found Processing as Aborted, and runs them again.
+func TestRestart(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	retainLong := func(o *commands.ControllerOptions) {
+		o.Retention.Value = "retain"
+		o.Deadline.Value = 5 * time.Minute
+	}
+	stop := runController(t, retainLong)
+
+	// A finished operation with retained Jobs...
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "done", list("httpd:2.4")))).To(Succeed())
+	final(t, g, client.ObjectKey{Namespace: ns, Name: "done"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	// ...and one still running.
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "running", list(sandbox.FailPrefix+"hang:1", "redis:7")))).To(Succeed())
+	key := client.ObjectKey{Namespace: ns, Name: "running"}
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "running"})) }).WithTimeout(opTimeout).Should(Equal(2 * nodes))
+	stop()
+
+	old := map[string]bool{}
+	for _, j := range jobsOf(g, ns, client.MatchingLabels{}) {
+		old[j.Name] = true
+	}
+	g.Expect(old).To(HaveLen(3 * nodes))
+	statuses := watchStatuses(t, ns, "running")
+
+	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" }) // deadline 8s
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, tick(), opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(statuses()).To(ContainElement(string(v1alpha2.ImageCacheActionStatusAborted) + "/" + v1alpha2.ImageCacheReasonImagePullAborted))
+	for _, j := range jobsOf(g, ns, client.MatchingLabels{}) {
+		g.Expect(old).NotTo(HaveKey(j.Name), "job %s survived the restart", j.Name)
+	}
+}
+
+// watchStatuses records every status/reason a cache passes through.
+func watchStatuses(t *testing.T, ns, name string) func() []string {
+	w, err := k8s.Watch(context.Background(), &v1alpha2.ImageCacheList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				continue
+			}
+			c, ok := ev.Object.(*v1alpha2.ImageCache)
+			if ok && c.Name == name {
+				mu.Lock()
+				seen = append(seen, string(c.Status.Status)+"/"+c.Status.Reason)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string{}, seen...)
+	}
+}

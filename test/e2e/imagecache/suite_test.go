@@ -1,0 +1,245 @@
+// Package imagecache_test runs the ImageCache controller in-process against
+// the sandbox's real control plane (etcd, kube-apiserver, kcm, scheduler, and
+// kwok nodes) and checks each operation end to end.
+package imagecache_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+var (
+	k8s    client.WithWatch
+	kube   kubernetes.Interface
+	scheme = commands.Scheme()
+)
+
+const nodes = 3
+
+func TestMain(m *testing.M) {
+	sandbox.Main(m, sandbox.Options{Nodes: nodes})
+}
+
+var setupOnce sync.Once
+
+// env connects to the sandbox and installs the CRD, once per package.
+func env(t *testing.T) {
+	t.Helper()
+	setupOnce.Do(func() {
+		// The controller's log goes to a file beside the sandbox's own logs.
+		logFile, err := os.Create(filepath.Join(sandbox.Get().Dir(), "controller.log"))
+		if err != nil {
+			panic(err)
+		}
+		ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+		cfg := sandbox.Get().Config()
+		if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+			panic(err)
+		}
+		kube = kubernetes.NewForConfigOrDie(cfg)
+		if err := installCRD(context.Background()); err != nil {
+			panic(fmt.Sprintf("installing the CRD: %v", err))
+		}
+	})
+}
+
+func installCRD(ctx context.Context) error {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		return err
+	}
+	s := commands.Scheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	c, err := client.New(sandbox.Get().Config(), client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("CRD not served after 30s")
+}
+
+// runController starts the controller in-process with test-sized timings and
+// returns a function that stops it (and is also run at the test's end).
+func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop func()) {
+	t.Helper()
+	env(t)
+	o := commands.NewControllerOptions()
+	o.LeaderElect = false
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Deadline.Value = 8 * time.Second
+	o.RefreshEvery.Value = 0
+	o.HelperImage = "example.test/kubefledged:e2e"
+	if mod != nil {
+		mod(o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- commands.RunController(ctx, sandbox.Get().Config(), o) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("controller exited: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("controller did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// namespace creates a namespace for one test and deletes its caches (and
+// so, through owner references, their Jobs) at the end.
+func namespace(t *testing.T) string {
+	t.Helper()
+	env(t)
+	ns := "e2e-" + rand.String(6)
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.DeleteAllOf(context.Background(), &v1alpha2.ImageCache{}, client.InNamespace(ns))
+	})
+	return ns
+}
+
+func newCache(ns, name string, lists ...v1alpha2.CacheSpecImages) *v1alpha2.ImageCache {
+	return &v1alpha2.ImageCache{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha2.ImageCacheSpec{CacheSpec: lists},
+	}
+}
+
+func list(images ...string) v1alpha2.CacheSpecImages { return v1alpha2.CacheSpecImages{Images: images} }
+
+// tick waits for the next whole second and returns it. Status times have
+// a resolution of one second, so an operation triggered after tick has a
+// startTime no earlier than it, and the one before an earlier startTime.
+func tick() time.Time {
+	next := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(next))
+	return next
+}
+
+// final waits for the cache to finish an operation with the given reason
+// that started at or after `after` (see tick), and returns it.
+func final(t *testing.T, g Gomega, key client.ObjectKey, reason string, after time.Time, timeout time.Duration) *v1alpha2.ImageCache {
+	t.Helper()
+	c := &v1alpha2.ImageCache{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+		g.Expect(c.Status.Status).NotTo(BeElementOf(v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheActionStatus("")))
+		g.Expect(c.Status.Reason).To(Equal(reason))
+		g.Expect(c.Status.CompletionTime).NotTo(BeNil())
+		g.Expect(c.Status.StartTime.Time.Before(after.Truncate(time.Second))).To(BeFalse(), "started before %s", after)
+	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return c
+}
+
+// jobLog records every Job created in a namespace while it runs: with the
+// delete policy Jobs vanish at the end of an operation, so their creation is
+// what a test can count.
+type jobLog struct {
+	mu   sync.Mutex
+	jobs []batchv1.Job
+	stop func()
+}
+
+func recordJobs(t *testing.T, ns string) *jobLog {
+	t.Helper()
+	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &jobLog{stop: w.Stop}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added {
+				continue
+			}
+			if j, ok := ev.Object.(*batchv1.Job); ok {
+				l.mu.Lock()
+				l.jobs = append(l.jobs, *j)
+				l.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return l
+}
+
+// created returns "kind image node" for each Job seen, and resets the log.
+func (l *jobLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, j := range l.jobs {
+		out = append(out, j.Labels[jobs.LabelKind]+" "+j.Annotations[jobs.AnnotationImage]+" "+j.Annotations[jobs.AnnotationNode])
+	}
+	l.jobs = nil
+	return out
+}
+
+func jobsOf(g Gomega, ns string, labels client.MatchingLabels) []batchv1.Job {
+	l := &batchv1.JobList{}
+	g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns), labels)).To(Succeed())
+	return l.Items
+}
+
+func allNodes() []string {
+	var out []string
+	for i := 0; i < nodes; i++ {
+		out = append(out, fmt.Sprintf("sandbox-node-%d", i))
+	}
+	return out
+}
+
+func each(kind, image string, nodeNames ...string) []string {
+	var out []string
+	for _, n := range nodeNames {
+		out = append(out, kind+" "+image+" "+n)
+	}
+	return out
+}
