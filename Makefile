@@ -140,3 +140,6 @@ $(LOCALBIN)/controller-gen:
 
 $(LOCALBIN)/kustomize:
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+# OLM bundle, kustomize deploy and operator-sdk targets.
+include hack/olm.mk

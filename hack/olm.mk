@@ -1,0 +1,1 @@
+# OLM bundle and kustomize deployment targets (filled in by the bundle work).
