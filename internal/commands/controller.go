@@ -23,12 +23,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
 	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
+	"github.com/kubefledged/kube-fledged/internal/webhook"
 )
 
 // ControllerOptions are the controller's flags. The original's flags keep
@@ -58,6 +61,7 @@ type ControllerOptions struct {
 	Workers                 cli.PositiveInt
 	MaxJobs                 cli.PositiveInt
 	MaxJobsPerNode          cli.PositiveInt
+	Webhook                 webhook.Options
 }
 
 // DefaultHelperImage is the image the Jobs run our helpers from, unless the
@@ -122,6 +126,7 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
 	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "Jobs in flight at once across all caches, shared fairly between them")
 	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "Jobs in flight at once on one node")
+	o.Webhook.BindFlags(fs)
 }
 
 func runController(args []string, stdout, stderr io.Writer) error {
@@ -130,6 +135,11 @@ func runController(args []string, stdout, stderr io.Writer) error {
 	o.BindFlags(fs)
 	if err := parseOrHelp(fs, args, stderr); err != nil {
 		return err
+	}
+	if o.Webhook.Enable {
+		if err := o.Webhook.Validate(); err != nil {
+			return err
+		}
 	}
 	setupLogging(o.LogLevel.Value, o.Verbosity, stderr)
 	cfg, err := restConfig(o.Kubeconfig, o.Master)
@@ -154,7 +164,13 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	// Only our own Jobs and their pods are cached: on a large cluster the
 	// rest would cost memory for nothing.
 	ours := labels.SelectorFromSet(labels.Set{jobs.LabelApp: jobs.LabelAppValue, jobs.LabelManager: jobs.LabelManagerValue})
+	var webhookServer ctrlwebhook.Server
+	if o.Webhook.Enable {
+		// Every replica serves admission, leader or not.
+		webhookServer = o.Webhook.Server()
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:                 webhookServer,
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
@@ -206,6 +222,10 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	metrics.RegisterCachesByStatus(mgr.GetClient())
+	if err := webhook.Setup(mgr, o.Webhook); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

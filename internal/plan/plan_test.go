@@ -50,12 +50,13 @@ func TestBuild(t *testing.T) {
 	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 	other := []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
 	cases := []struct {
-		name        string
-		in          Input
-		want        []string
-		wantPresent int
-		wantInvalid []string
-		wantSkipped int
+		name          string
+		in            Input
+		want          []string
+		wantPresent   int
+		wantInvalid   []string
+		wantSkipped   int
+		wantUnmatched []string
 	}{
 		{
 			name:        "cordoned and NotReady nodes are skipped and counted; taints tolerated by default",
@@ -101,8 +102,9 @@ func TestBuild(t *testing.T) {
 			want: []string{"pull redis:7 b"},
 		},
 		{
-			name: "a selector matching no node gives no work",
-			in:   Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"tier": "none"}}), Nodes: nodes},
+			name:          "a selector matching no node gives no work, and says so",
+			in:            Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"tier": "none"}}), Nodes: nodes},
+			wantUnmatched: []string{"cacheSpec[0] (nodeSelector tier=none) matches no node"},
 		},
 		{
 			name: "the same image twice (after normalisation) is one job per node",
@@ -153,6 +155,7 @@ func TestBuild(t *testing.T) {
 			g.Expect(keys(p)).To(ConsistOf(c.want))
 			g.Expect(p.Present).To(Equal(c.wantPresent))
 			g.Expect(p.Skipped).To(Equal(c.wantSkipped))
+			g.Expect(p.Unmatched).To(Equal(c.wantUnmatched))
 			g.Expect(p.Desired).To(Equal(len(c.want) + c.wantPresent))
 			var invalid []string
 			for k := range p.Invalid {

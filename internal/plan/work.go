@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/images"
@@ -18,6 +19,9 @@ type Plan struct {
 	// Desired counts the (image, node) pairs on eligible nodes; Skipped
 	// those on nodes left out (see Eligible).
 	Desired, Skipped int
+	// Unmatched describes each list that has no eligible node at all, so
+	// that "nothing to do" says why (#233).
+	Unmatched []string
 	// Invalid lists spec images that do not parse; they fail on every node
 	// without a Job (the webhook refuses them, but the controller must not rely
 	// on it).
@@ -75,6 +79,14 @@ func Build(in Input) Plan {
 		}
 	}
 
+	if in.Op != Update && in.Op != NewNodes {
+		for i := range in.Spec.CacheSpec {
+			l := &in.Spec.CacheSpec[i]
+			if eligible, skipped := split(nodes, l); len(eligible) == 0 {
+				p.Unmatched = append(p.Unmatched, describeUnmatched(i, l, skipped))
+			}
+		}
+	}
 	switch in.Op {
 	case Create, Refresh, NewNodes:
 		for i := range in.Spec.CacheSpec {
@@ -148,4 +160,15 @@ func Diff(was, now []string) (gained, lost []string) {
 		}
 	}
 	return gained, lost
+}
+
+func describeUnmatched(i int, l *v1alpha2.CacheSpecImages, skipped int) string {
+	sel := "no nodeSelector"
+	if len(l.NodeSelector) > 0 {
+		sel = "nodeSelector " + labels.SelectorFromSet(l.NodeSelector).String()
+	}
+	if skipped > 0 {
+		return fmt.Sprintf("cacheSpec[%d] (%s) matches %d node(s), none eligible (cordoned, NotReady or with a taint not tolerated)", i, sel, skipped)
+	}
+	return fmt.Sprintf("cacheSpec[%d] (%s) matches no node", i, sel)
 }

@@ -269,7 +269,7 @@ func TestFlagsPerCase(t *testing.T) {
 			"--max-concurrent-jobs-per-node":  "1",
 			"--zap-log-level":                 "debug",
 			"--health-probe-bind-address":     ":9081",
-			"--some-future-flag":              "x",
+			"--kube-api-qps":                  "50",
 		},
 		"leader-election":     {"--leader-election-namespace": "kube-system"},
 		"leader-election-off": {"--leader-elect": "false"},

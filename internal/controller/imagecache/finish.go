@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
@@ -35,6 +37,9 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 
 	sum := op.final.summary
+	if sum.Status == v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted && len(op.unmatched) > 0 {
+		sum.Message += ": " + strings.Join(op.unmatched, "; ")
+	}
 	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		fresh := &v1alpha2.ImageCache{}
@@ -88,6 +93,7 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		evType = corev1.EventTypeWarning
 	}
 	r.Recorder.Event(cache, evType, string(op.kind), sum.Message)
+	metrics.OperationDuration.WithLabelValues(string(op.kind), string(sum.Status)).Observe(r.Clock.Since(op.start).Seconds())
 	logger.Info("operation finished", "id", op.id, "operation", op.kind, "status", sum.Status,
 		"jobs", len(op.work), "failedImages", len(sum.Failures), "took", r.Clock.Since(op.start).String())
 	// The status write wakes the cache again; that reconcile schedules the

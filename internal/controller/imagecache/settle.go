@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
@@ -123,11 +124,13 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			continue
 		}
 		op.settled[name] = o
+		observe(op.work[op.index[name]].Kind, o)
 		if node, ok := op.holding[name]; ok {
 			delete(op.holding, name)
 			r.limiter.Release(key, node)
 		}
 	}
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	op.counts = countsOf(op, len(op.createdAt)-len(op.settled), len(op.names)-len(op.createdAt))
 	if len(op.settled) < len(op.names) {
 		return next, nil
@@ -139,6 +142,26 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	op.final = &finalState{items: items, summary: results.Summarise(items, op.deleting())}
 	return 0, nil
+}
+
+// observe counts a settled Job in the metrics.
+func observe(kind jobs.Kind, o results.Outcome) {
+	result := jobs.ResultSucceeded
+	switch {
+	case o.State == results.Succeeded:
+	case o.Expired:
+		result = jobs.ResultExpired
+	default:
+		result = jobs.ResultFailed
+	}
+	metrics.JobsFinished.WithLabelValues(string(kind), result).Inc()
+	if kind == jobs.Pull {
+		pull := "succeeded"
+		if o.State != results.Succeeded {
+			pull = "failed"
+		}
+		metrics.ImagePulls.WithLabelValues(pull).Inc()
+	}
 }
 
 // countsOf tallies the operation's pairs.

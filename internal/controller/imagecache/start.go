@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
@@ -47,8 +48,8 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	op := &operation{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
 		spec: *cache.Spec.DeepCopy(), start: now, eligible: plan.EligibleNodes(&cache.Spec, nodes.Items),
-		createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
-		present: p.Present, desired: p.Desired, skipped: p.Skipped,
+		index: map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
+		present: p.Present, desired: p.Desired, skipped: p.Skipped, unmatched: p.Unmatched,
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
@@ -62,8 +63,12 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 				continue
 			}
 		}
+		op.index[jobs.Name(cache.Name, op.id, w)] = len(op.work)
 		op.work = append(op.work, w)
 		op.names = append(op.names, jobs.Name(cache.Name, op.id, w))
+	}
+	if kind != plan.Purge {
+		metrics.ImagePulls.WithLabelValues("already_present").Add(float64(op.present))
 	}
 	op.counts = countsOf(op, 0, len(op.work))
 
@@ -95,6 +100,9 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	logger.Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
 		"skippedNodes", op.skipped, "failedUnstarted", len(op.unstarted))
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), st.Message)
+	for _, why := range p.Unmatched {
+		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
+	}
 	return r.progress(ctx, cache, op)
 }
 
@@ -158,7 +166,9 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 			continue
 		}
 		op.createdAt[res.name] = r.Clock.Now()
+		metrics.JobsCreated.WithLabelValues(string(op.work[op.index[res.name]].Kind)).Inc()
 	}
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	if firstErr != nil {
 		return fmt.Errorf("creating %d of %d jobs failed (retrying): %w", failed, len(todo), firstErr)
 	}

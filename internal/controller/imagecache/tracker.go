@@ -30,7 +30,8 @@ type operation struct {
 	eligible map[string]bool
 
 	work  []jobs.Work
-	names []string // Job name of each work item
+	names []string       // Job name of each work item
+	index map[string]int // work item of each Job name
 	// createdAt is when each Job was created: its deadline counts from
 	// there, so Jobs held back by pacing do not expire while they wait.
 	createdAt map[string]time.Time
@@ -44,6 +45,7 @@ type operation struct {
 	present   int
 	desired   int
 	skipped   int
+	unmatched []string
 
 	counts    v1alpha2.Counts
 	written   v1alpha2.Counts

@@ -1,0 +1,329 @@
+// Package e2e runs the webhook against a real kube-apiserver (the sandbox):
+// the apiserver calls it over TLS through a ValidatingWebhookConfiguration,
+// exactly as in a cluster, with the certificate kept by the webhook itself.
+// It lives apart from package webhook so that fuzzing the handler does not
+// start a control plane.
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("WEBHOOK_E2E_LOG") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
+	sandbox.Main(m, sandbox.Options{})
+}
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha2.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// env is what every test needs: clients, and the CRD installed once.
+type env struct {
+	c    client.Client
+	kube kubernetes.Interface
+}
+
+var crdInstalled bool
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	g := NewWithT(t)
+	cfg := sandbox.Get().Config()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	kube, err := kubernetes.NewForConfig(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	if !crdInstalled {
+		installCRD(t)
+		crdInstalled = true
+	}
+	return &env{c: c, kube: kube}
+}
+
+func repoRoot(t *testing.T) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+func installCRD(t *testing.T) {
+	g := NewWithT(t)
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(yaml.UnmarshalStrict(b, crd)).To(Succeed())
+	cs, err := apiextensionsclient.NewForConfig(sandbox.Get().Config())
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+	_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool {
+		got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeTrue())
+	// The established condition precedes the discovery the client needs.
+	c, err := client.New(sandbox.Get().Config(), client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error {
+		return c.List(ctx, &v1alpha2.ImageCacheList{}, client.InNamespace("default"))
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// namespace creates a namespace labelled for one scenario, so that only that
+// scenario's webhook configuration applies to it.
+func (e *env) namespace(t *testing.T, scenario string) string {
+	g := NewWithT(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: scenario + "-",
+		Labels: map[string]string{"webhook-e2e": scenario}}}
+	g.Expect(e.c.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}
+
+// replica is one controller process's webhook part: a manager with the
+// webhook server, the certificate keeper and the probes.
+type replica struct {
+	opts      webhook.Options
+	probePort int
+	cancel    func()
+	done      chan error
+}
+
+// startReplica is not tied to a test: the replicas most tests share outlive
+// the test that starts them and end with the process.
+func startReplica(o webhook.Options) (*replica, error) {
+	r := &replica{opts: o, probePort: freePort(), done: make(chan error, 1)}
+	mgr, err := ctrl.NewManager(sandbox.Get().Config(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "127.0.0.1:" + strconv.Itoa(r.probePort),
+		WebhookServer:          o.Server(),
+		Logger:                 log.Log.WithName(fmt.Sprintf("replica-%d", o.Port)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := webhook.Setup(mgr, o); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- mgr.Start(ctx) }()
+	return r, nil
+}
+
+func (r *replica) stop() error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("replica on port %d did not stop", r.opts.Port)
+	}
+}
+
+// scopedReplica stops with the test.
+func scopedReplica(t *testing.T, o webhook.Options) *replica {
+	t.Helper()
+	r, err := startReplica(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+func (r *replica) url() string {
+	return "https://127.0.0.1:" + strconv.Itoa(r.opts.Port) + webhook.Path
+}
+
+func (r *replica) ready() error {
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(r.probePort) + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
+}
+
+// served returns the certificate the replica presents right now (DER).
+func (r *replica) served() ([]byte, error) {
+	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.opts.Port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	certs := conn.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return nil, errors.New("no certificate")
+	}
+	return certs[0].Raw, nil
+}
+
+// options are a replica's flags; the certificate directory lives in the
+// sandbox's directory, removed with it.
+func options(controllerNS, secret, configuration string) webhook.Options {
+	port := freePort()
+	dir := filepath.Join(sandbox.Get().Dir(), "webhook", strconv.Itoa(port))
+	return webhook.Options{
+		Enable: true, Port: port, CertDir: dir, CertManagement: webhook.CertSelf,
+		SecretName: secret, ServiceName: "kubefledged-webhook", ConfigurationName: configuration,
+		Namespace: controllerNS, ExtraHosts: []string{"127.0.0.1"},
+		CertValidity: webhook.DefaultCertValidity, RotateBefore: webhook.DefaultRotateBefore,
+	}
+}
+
+// configuration creates a ValidatingWebhookConfiguration with one webhook
+// per replica, scoped to the scenario's namespaces. Without a bundle it
+// starts with the placeholder the original's chart shipped: the keeper must
+// fill it.
+func (e *env) configuration(name, scenario string, bundle []byte, replicas ...*replica) error {
+	if bundle == nil {
+		bundle = []byte("Cg==")
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for i, r := range replicas {
+		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{
+			Name: fmt.Sprintf("r%d.%s", i, name),
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				URL: ptr.To(r.url()), CABundle: bundle,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"kubefledged.io"}, APIVersions: []string{"v1alpha2"},
+					Resources: []string{"imagecaches"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"webhook-e2e": scenario}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](5),
+		})
+	}
+	return e.c.Create(context.Background(), vwc)
+}
+
+// waitServing waits until the apiserver admits through every replica: a
+// dry-run create of a good ImageCache passes only once each webhook answers
+// over TLS that its bundle trusts.
+func (e *env) waitServing(t *testing.T, ns string) {
+	g := NewWithT(t)
+	g.Eventually(func() error {
+		return e.c.Create(context.Background(), goodCache(ns, "probe"), client.DryRunAll)
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+func goodCache(ns, name string) *v1alpha2.ImageCache {
+	return &v1alpha2.ImageCache{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha2.ImageCacheSpec{
+			CacheSpec: []v1alpha2.CacheSpecImages{
+				{Images: []string{"nginx:1.27", "quay.io/org/app:v1"}},
+				{Images: []string{"redis:7"}, NodeSelector: map[string]string{"kubernetes.io/arch": "arm64"}},
+			},
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
+		},
+	}
+}
+
+// tlsCert returns the DER of a PEM certificate, as a TLS peer presents it.
+func tlsCert(pemBytes []byte) ([]byte, error) {
+	blk, _ := pem.Decode(pemBytes)
+	if blk == nil {
+		return nil, errors.New("no PEM block")
+	}
+	return blk.Bytes, nil
+}
+
+// denial extracts what the webhook said from an apiserver error, failing the
+// test on any other kind of error (a TLS failure, a timeout).
+func denial(t *testing.T, err error) string {
+	t.Helper()
+	if err == nil {
+		t.Fatal("accepted, want rejected")
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Fatalf("not a rejection: %v", err)
+	}
+	return err.Error()
+}

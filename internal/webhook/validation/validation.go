@@ -1,0 +1,355 @@
+// Package validation holds the admission rules for ImageCache as pure
+// functions, so that every rule is tested without a cluster and the webhook is
+// only plumbing around them.
+//
+// Every rejection is a field.Error of type Invalid: it carries the field path
+// and the offending value, and its detail says what would be accepted, so a
+// user reading `kubectl apply` output knows what to change without the docs.
+//
+// The CRD schema already enforces sizes and required fields before admission
+// runs; the rules below repeat the ones the original webhook had (empty list)
+// so that a CRD installed without its schema (an old chart) is still guarded.
+package validation
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/images"
+)
+
+var (
+	specPath        = field.NewPath("spec")
+	cacheSpecPath   = specPath.Child("cacheSpec")
+	pullSecretsPath = specPath.Child("imagePullSecrets")
+	annotationsPath = field.NewPath("metadata", "annotations")
+)
+
+// imageSyntax is appended to every reference error: the parser's reason says
+// what is wrong, this says what a right one looks like.
+const imageSyntax = "use [registry[:port]/]repository[:tag][@digest] in lower case, " +
+	"e.g. nginx:1.27, quay.io/org/app:v1 or app@sha256:<64 hex digits>"
+
+// specRule checks one part of a spec on its own. A new spec field (say,
+// tolerations) gets its own rule appended to specRules; nothing else changes.
+type specRule func(spec *v1alpha2.ImageCacheSpec) field.ErrorList
+
+var specRules = []specRule{
+	validateCacheSpec,
+	validatePullSecrets,
+	validateTolerations,
+}
+
+// updateRule compares an old spec with a new one. Rules for fields that may
+// not change go here.
+type updateRule func(oldSpec, newSpec *v1alpha2.ImageCacheSpec) field.ErrorList
+
+var updateRules = []updateRule{
+	validateListCountUnchanged,
+	validateNodeSelectorsUnchanged,
+}
+
+// ValidateCreate returns everything wrong with a new ImageCache.
+func ValidateCreate(ic *v1alpha2.ImageCache) field.ErrorList {
+	return validateSpec(&ic.Spec)
+}
+
+// ValidateUpdate returns everything wrong with an update from old to new.
+//
+// Content rules run only when the spec changed: an ImageCache stored before
+// this webhook existed (or before a rule was tightened) must stay writable for
+// the controller, which only removes annotations and never touches the spec.
+// Status writes go through the status subresource, which the webhook does not
+// intercept, so they never reach this function.
+func ValidateUpdate(oldIC, newIC *v1alpha2.ImageCache) field.ErrorList {
+	var errs field.ErrorList
+	specChanged := !specEqual(&oldIC.Spec, &newIC.Spec)
+	if oldIC.Status.Status == v1alpha2.ImageCacheActionStatusProcessing {
+		errs = append(errs, validateNothingStartsWhileProcessing(oldIC, newIC, specChanged)...)
+	}
+	if !specChanged {
+		return errs
+	}
+	for _, rule := range updateRules {
+		errs = append(errs, rule(&oldIC.Spec, &newIC.Spec)...)
+	}
+	return append(errs, validateSpec(&newIC.Spec)...)
+}
+
+func validateSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	var errs field.ErrorList
+	for _, rule := range specRules {
+		errs = append(errs, rule(spec)...)
+	}
+	return errs
+}
+
+func validateCacheSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	if len(spec.CacheSpec) == 0 {
+		return field.ErrorList{field.Invalid(cacheSpecPath, []v1alpha2.CacheSpecImages{},
+			`list at least one entry, e.g. [{"images": ["nginx:1.27"]}]`)}
+	}
+	var errs field.ErrorList
+	for i := range spec.CacheSpec {
+		p := cacheSpecPath.Index(i)
+		errs = append(errs, validateImages(spec.CacheSpec[i].Images, p.Child("images"))...)
+		errs = append(errs, validateNodeSelector(spec.CacheSpec[i].NodeSelector, p.Child("nodeSelector"))...)
+	}
+	return errs
+}
+
+// validateImages rejects invalid references and duplicates. Two entries are
+// duplicates when they name the same content after normalisation (nginx and
+// docker.io/library/nginx:latest), since both would pull the same image.
+func validateImages(list []string, p *field.Path) field.ErrorList {
+	if len(list) == 0 {
+		return field.ErrorList{field.Invalid(p, []string{},
+			`list at least one image, e.g. ["nginx:1.27"]`)}
+	}
+	var errs field.ErrorList
+	type seen struct {
+		index int
+		ref   images.Ref
+	}
+	var valid []seen
+	for i, s := range list {
+		ref, err := images.Parse(s)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Index(i), s, referenceDetail(s, err)))
+			continue
+		}
+		for _, prev := range valid {
+			if prev.ref.Same(ref) {
+				errs = append(errs, field.Invalid(p.Index(i), s, fmt.Sprintf(
+					"names the same image as %s (%q), both %s: list each image once per list",
+					p.Index(prev.index), list[prev.index], ref)))
+				break
+			}
+		}
+		valid = append(valid, seen{index: i, ref: ref})
+	}
+	return errs
+}
+
+// referenceDetail drops the parser's echo of the value, which field.Invalid
+// already shows, and adds the accepted form.
+func referenceDetail(s string, err error) string {
+	msg := err.Error()
+	if s == "" {
+		return "an image reference must not be empty; " + imageSyntax
+	}
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("%q is ", s))
+	return msg + "; " + imageSyntax
+}
+
+func validateNodeSelector(sel map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(sel) {
+		if msgs := content.IsLabelKey(k); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p, k,
+				"not a valid label key: "+strings.Join(msgs, "; ")+
+					" (an optional DNS subdomain prefix and '/', e.g. kubernetes.io/arch or disktype)"))
+		}
+		if msgs := content.IsLabelValue(sel[k]); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Key(k), sel[k],
+				"not a valid label value: "+strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
+}
+
+func validatePullSecrets(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	var errs field.ErrorList
+	for i, ref := range spec.ImagePullSecrets {
+		p := pullSecretsPath.Index(i).Child("name")
+		if ref.Name == "" {
+			errs = append(errs, field.Invalid(p, ref.Name,
+				"name a Secret of type kubernetes.io/dockerconfigjson in the ImageCache's namespace"))
+			continue
+		}
+		if msgs := content.IsDNS1123Subdomain(ref.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p, ref.Name,
+				"not a valid Secret name: "+strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
+}
+
+// validateListCountUnchanged keeps the original's rule: the controller matches
+// an updated spec to what it cached list by list, by index, so adding or
+// removing a list would misattribute every list after it.
+func validateListCountUnchanged(oldSpec, newSpec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	if len(oldSpec.CacheSpec) == len(newSpec.CacheSpec) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(cacheSpecPath, int64(len(newSpec.CacheSpec)), fmt.Sprintf(
+		"the number of image lists cannot change (it was %d); only the images of each list and "+
+			"spec.imagePullSecrets may change: to add or remove a list, create or delete an ImageCache",
+		len(oldSpec.CacheSpec)))}
+}
+
+// validateNodeSelectorsUnchanged keeps the original's rule: moving a list to
+// other nodes would leave its images on the old ones, since an update only
+// deletes what a list lost, on the nodes it still selects.
+func validateNodeSelectorsUnchanged(oldSpec, newSpec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	var errs field.ErrorList
+	for i := range min(len(oldSpec.CacheSpec), len(newSpec.CacheSpec)) {
+		o, n := oldSpec.CacheSpec[i].NodeSelector, newSpec.CacheSpec[i].NodeSelector
+		if maps.Equal(o, n) {
+			continue
+		}
+		errs = append(errs, field.Invalid(cacheSpecPath.Index(i).Child("nodeSelector"), selectorValue(n),
+			fmt.Sprintf("a list's node selector cannot change (it was %s); only its images may change: "+
+				"to cache on other nodes, purge this ImageCache and create another", selectorString(o))))
+	}
+	return errs
+}
+
+// validateNothingStartsWhileProcessing refuses what would start an operation
+// while one runs (the original dropped such edits silently, #103). Removing an
+// annotation is allowed: it is how the controller ends an operation.
+func validateNothingStartsWhileProcessing(oldIC, newIC *v1alpha2.ImageCache, specChanged bool) field.ErrorList {
+	detail := processingDetail(oldIC)
+	var errs field.ErrorList
+	if specChanged {
+		for _, c := range specChanges(&oldIC.Spec, &newIC.Spec) {
+			errs = append(errs, field.Invalid(c.path, c.value, detail+", then apply this change again"))
+		}
+	}
+	for _, a := range []string{v1alpha2.RefreshAnnotation, v1alpha2.PurgeAnnotation} {
+		_, had := oldIC.Annotations[a]
+		v, has := newIC.Annotations[a]
+		if has && !had {
+			errs = append(errs, field.Invalid(annotationsPath.Key(a), v,
+				detail+", then add this annotation again (removing it is allowed)"))
+		}
+	}
+	return errs
+}
+
+func processingDetail(ic *v1alpha2.ImageCache) string {
+	op := ic.Status.Reason
+	if op == "" {
+		op = "an operation"
+	}
+	since := ""
+	if ic.Status.StartTime != nil {
+		since = " since " + ic.Status.StartTime.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	return fmt.Sprintf("the ImageCache is Processing (%s%s): wait for the running operation to end "+
+		"(status.status no longer Processing)", op, since)
+}
+
+type change struct {
+	path  *field.Path
+	value any
+}
+
+// specChanges lists the parts of the spec that differ, finest first where the
+// lists line up, so a rejection points at what the user edited.
+func specChanges(oldSpec, newSpec *v1alpha2.ImageCacheSpec) []change {
+	var out []change
+	if len(oldSpec.CacheSpec) != len(newSpec.CacheSpec) {
+		out = append(out, change{cacheSpecPath, nonNilSpecs(newSpec.CacheSpec)})
+	} else {
+		for i := range newSpec.CacheSpec {
+			o, n := &oldSpec.CacheSpec[i], &newSpec.CacheSpec[i]
+			p := cacheSpecPath.Index(i)
+			if !equalStrings(o.Images, n.Images) {
+				out = append(out, change{p.Child("images"), nonNilStrings(n.Images)})
+			}
+			if !maps.Equal(o.NodeSelector, n.NodeSelector) {
+				out = append(out, change{p.Child("nodeSelector"), selectorValue(n.NodeSelector)})
+			}
+		}
+	}
+	if !equalSecrets(oldSpec.ImagePullSecrets, newSpec.ImagePullSecrets) {
+		out = append(out, change{pullSecretsPath, nonNilSecrets(newSpec.ImagePullSecrets)})
+	}
+	// A field no comparison above knows about (one added to the API later)
+	// still counts as a change; name the spec as a whole.
+	if len(out) == 0 {
+		out = append(out, change{specPath, "(changed)"})
+	}
+	return out
+}
+
+// specEqual treats nil and empty alike: a client that drops an empty list or
+// map on a round trip has not changed anything.
+func specEqual(a, b *v1alpha2.ImageCacheSpec) bool {
+	if len(a.CacheSpec) != len(b.CacheSpec) || !equalSecrets(a.ImagePullSecrets, b.ImagePullSecrets) {
+		return false
+	}
+	for i := range a.CacheSpec {
+		if !equalStrings(a.CacheSpec[i].Images, b.CacheSpec[i].Images) ||
+			!maps.Equal(a.CacheSpec[i].NodeSelector, b.CacheSpec[i].NodeSelector) ||
+			!tolerationsEqual(a.CacheSpec[i].Tolerations, b.CacheSpec[i].Tolerations) {
+			return false
+		}
+	}
+	ca, cb := *a, *b
+	ca.CacheSpec, cb.CacheSpec, ca.ImagePullSecrets, cb.ImagePullSecrets = nil, nil, nil, nil
+	return reflect.DeepEqual(ca, cb)
+}
+
+func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
+
+func equalSecrets(a, b []corev1.LocalObjectReference) bool { return slices.Equal(a, b) }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// selectorValue renders an absent selector as {} rather than null: "null"
+// reads as an error in the message, {} reads as "all nodes".
+func selectorValue(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func selectorString(m map[string]string) string {
+	if len(m) == 0 {
+		return "{} (all nodes)"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%q:%q", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilSpecs(s []v1alpha2.CacheSpecImages) []v1alpha2.CacheSpecImages {
+	if s == nil {
+		return []v1alpha2.CacheSpecImages{}
+	}
+	return s
+}
+
+func nonNilSecrets(s []corev1.LocalObjectReference) []corev1.LocalObjectReference {
+	if s == nil {
+		return []corev1.LocalObjectReference{}
+	}
+	return s
+}

@@ -1,0 +1,266 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+)
+
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func goodCache() *v1alpha2.ImageCache {
+	return &v1alpha2.ImageCache{
+		ObjectMeta: metav1.ObjectMeta{Name: "ic", Namespace: "ns"},
+		Spec: v1alpha2.ImageCacheSpec{
+			CacheSpec: []v1alpha2.CacheSpecImages{
+				{Images: []string{"nginx:1.27", "quay.io/org/app:v1"}},
+				{Images: []string{"redis:7"}, NodeSelector: map[string]string{"kubernetes.io/arch": "arm64"}},
+			},
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
+		},
+	}
+}
+
+func messages(errs field.ErrorList) []string {
+	out := make([]string, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+func TestValidateCreate(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha2.ImageCache)
+		// want holds one substring per expected error, in order.
+		want []string
+	}{
+		{name: "good", mutate: func(*v1alpha2.ImageCache) {}},
+		{name: "digest and registry with port", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"busybox@" + digest, "127.0.0.1:5000/app:v1", "busybox:1.36"}
+		}},
+		{name: "different tags of one repository", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"nginx:1.26", "nginx:1.27", "nginx"}
+		}},
+		{name: "same image in two lists", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].Images = []string{"nginx:1.27"}
+		}},
+		{name: "empty label value selects nodes having the key", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"node-role.kubernetes.io/worker": ""}
+		}},
+		{name: "no lists", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec = nil },
+			want: []string{`spec.cacheSpec: Invalid value: []: list at least one entry`}},
+		{name: "empty image list", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[1].Images = nil },
+			want: []string{`spec.cacheSpec[1].images: Invalid value: []: list at least one image, e.g. ["nginx:1.27"]`}},
+		{name: "empty reference", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[1] = "" },
+			want: []string{`spec.cacheSpec[0].images[1]: Invalid value: "": an image reference must not be empty; use [registry[:port]/]repository`}},
+		{name: "upper case", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[0] = "NGINX" },
+			want: []string{`spec.cacheSpec[0].images[0]: Invalid value: "NGINX": not a valid image reference: invalid reference format: repository name (library/NGINX) must be lowercase; use [registry[:port]/]repository[:tag][@digest] in lower case, e.g. nginx:1.27`}},
+		{name: "empty tag", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[0] = "nginx:" },
+			want: []string{`spec.cacheSpec[0].images[0]: Invalid value: "nginx:": not a valid image reference: invalid reference format`}},
+		{name: "scheme", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[0] = "https://nginx" },
+			want: []string{`Invalid value: "https://nginx": not a valid image reference`}},
+		{name: "short digest", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[0] = "busybox@sha256:abc" },
+			want: []string{`Invalid value: "busybox@sha256:abc": not a valid image reference`}},
+		{name: "space", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[0] = "nginx:1 27" },
+			want: []string{`Invalid value: "nginx:1 27": not a valid image reference`}},
+		{name: "exact duplicate", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"nginx:1.27", "redis", "nginx:1.27"}
+		}, want: []string{`spec.cacheSpec[0].images[2]: Invalid value: "nginx:1.27": names the same image as spec.cacheSpec[0].images[0] ("nginx:1.27"), both docker.io/library/nginx:1.27: list each image once per list`}},
+		{name: "duplicate after normalisation", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"nginx", "docker.io/library/nginx:latest"}
+		}, want: []string{`spec.cacheSpec[0].images[1]: Invalid value: "docker.io/library/nginx:latest": names the same image as spec.cacheSpec[0].images[0] ("nginx"), both docker.io/library/nginx:latest`}},
+		{name: "duplicate by digest", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"busybox:1@" + digest, "library/busybox@" + digest}
+		}, want: []string{`spec.cacheSpec[0].images[1]: Invalid value: "library/busybox@` + digest + `": names the same image as spec.cacheSpec[0].images[0]`}},
+		{name: "three copies give two errors", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].Images = []string{"redis:7", "redis:7", "docker.io/redis:7"}
+		}, want: []string{`spec.cacheSpec[1].images[1]: Invalid value: "redis:7"`, `spec.cacheSpec[1].images[2]: Invalid value: "docker.io/redis:7"`}},
+		{name: "selector key with space", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"disk type": "ssd"}
+		}, want: []string{`spec.cacheSpec[1].nodeSelector: Invalid value: "disk type": not a valid label key: name part must consist of alphanumeric characters`}},
+		{name: "selector key with bad prefix", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"-example.com/zone": "a"}
+		}, want: []string{`spec.cacheSpec[1].nodeSelector: Invalid value: "-example.com/zone": not a valid label key: prefix part a lowercase RFC 1123 subdomain`}},
+		{name: "selector value with space", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"zone": "eu west"}
+		}, want: []string{`spec.cacheSpec[1].nodeSelector[zone]: Invalid value: "eu west": not a valid label value: a valid label must be an empty string or consist of alphanumeric characters`}},
+		{name: "selector value too long", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"zone": strings.Repeat("a", 64)}
+		}, want: []string{`spec.cacheSpec[1].nodeSelector[zone]: Invalid value: "` + strings.Repeat("a", 64) + `": not a valid label value: must be no more than 63 bytes`}},
+		{name: "empty pull secret name", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}, {}}
+		}, want: []string{`spec.imagePullSecrets[1].name: Invalid value: "": name a Secret of type kubernetes.io/dockerconfigjson in the ImageCache's namespace`}},
+		{name: "pull secret name upper case", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.ImagePullSecrets[0].Name = "RegCred"
+		}, want: []string{`spec.imagePullSecrets[0].name: Invalid value: "RegCred": not a valid Secret name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters`}},
+		{name: "pull secret name with underscore", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.ImagePullSecrets[0].Name = "reg_cred"
+		}, want: []string{`spec.imagePullSecrets[0].name: Invalid value: "reg_cred": not a valid Secret name`}},
+		{name: "all errors are reported at once", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"Bad", "nginx", "nginx"}
+			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"zone": "a b"}
+			ic.Spec.ImagePullSecrets[0].Name = "A"
+		}, want: []string{`images[0]: Invalid value: "Bad"`, `images[2]: Invalid value: "nginx"`,
+			`nodeSelector[zone]: Invalid value: "a b"`, `imagePullSecrets[0].name: Invalid value: "A"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ic := goodCache()
+			c.mutate(ic)
+			got := messages(ValidateCreate(ic))
+			g.Expect(got).To(HaveLen(len(c.want)), "%q", got)
+			for i := range c.want {
+				g.Expect(got[i]).To(ContainSubstring(c.want[i]))
+			}
+		})
+	}
+}
+
+func TestValidateUpdate(t *testing.T) {
+	start := metav1.NewTime(time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC))
+	processing := func(ic *v1alpha2.ImageCache) {
+		ic.Status = v1alpha2.ImageCacheStatus{
+			Status: v1alpha2.ImageCacheActionStatusProcessing, Reason: v1alpha2.ImageCacheReasonImageCacheRefresh,
+			StartTime: &start,
+		}
+	}
+	succeeded := func(ic *v1alpha2.ImageCache) {
+		ic.Status = v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusSucceeded}
+	}
+	wait := `the ImageCache is Processing (ImageCacheRefresh since 2025-03-01T10:00:00Z): wait for the running operation to end (status.status no longer Processing)`
+	cases := []struct {
+		name     string
+		old      func(*v1alpha2.ImageCache)
+		mutate   func(*v1alpha2.ImageCache)
+		want     []string
+		wantNone bool
+	}{
+		{name: "images may change", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"nginx:1.28", "busybox"}
+		}},
+		{name: "pull secrets may change", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.ImagePullSecrets = nil
+		}},
+		{name: "annotation may be added when idle", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: ""}
+		}},
+		{name: "nil and empty selector are the same", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{}
+		}},
+		{name: "list added", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec = append(ic.Spec.CacheSpec, v1alpha2.CacheSpecImages{Images: []string{"busybox"}})
+		}, want: []string{`spec.cacheSpec: Invalid value: 3: the number of image lists cannot change (it was 2); only the images of each list and spec.imagePullSecrets may change`}},
+		{name: "list removed", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec = ic.Spec.CacheSpec[:1]
+		}, want: []string{`spec.cacheSpec: Invalid value: 1: the number of image lists cannot change (it was 2)`}},
+		{name: "selector changed", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector["kubernetes.io/arch"] = "amd64"
+		}, want: []string{`spec.cacheSpec[1].nodeSelector: Invalid value: {"kubernetes.io/arch":"amd64"}: a list's node selector cannot change (it was {"kubernetes.io/arch":"arm64"}); only its images may change`}},
+		{name: "selector added", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{"zone": "a"}
+		}, want: []string{`spec.cacheSpec[0].nodeSelector: Invalid value: {"zone":"a"}: a list's node selector cannot change (it was {} (all nodes))`}},
+		{name: "selector removed", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].NodeSelector = nil
+		}, want: []string{`spec.cacheSpec[1].nodeSelector: Invalid value: {}: a list's node selector cannot change`}},
+		{name: "invalid image in an update", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"nginx", "nginx:latest"}
+		}, want: []string{`spec.cacheSpec[0].images[1]: Invalid value: "nginx:latest": names the same image as spec.cacheSpec[0].images[0] ("nginx")`}},
+		{name: "stored invalid spec does not block metadata writes", old: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = []string{"nginx", "nginx"}
+			processing(ic)
+			ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "x"}
+		}, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Annotations = nil
+			ic.Labels = map[string]string{"team": "a"}
+		}},
+		{name: "processing: annotation removal allowed", old: func(ic *v1alpha2.ImageCache) {
+			processing(ic)
+			ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "", v1alpha2.PurgeAnnotation: ""}
+		}, mutate: func(ic *v1alpha2.ImageCache) { ic.Annotations = map[string]string{"other": "x"} }},
+		{name: "processing: existing annotation value change allowed", old: func(ic *v1alpha2.ImageCache) {
+			processing(ic)
+			ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "1"}
+		}, mutate: func(ic *v1alpha2.ImageCache) { ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "2"} }},
+		{name: "processing: labels and finalizers allowed", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Labels = map[string]string{"a": "b"}
+			ic.Finalizers = []string{"example.com/f"}
+		}},
+		{name: "processing: image change", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].Images = append(ic.Spec.CacheSpec[0].Images, "busybox")
+		}, want: []string{`spec.cacheSpec[0].images: Invalid value: ["nginx:1.27","quay.io/org/app:v1","busybox"]: ` + wait + `, then apply this change again`}},
+		{name: "processing: pull secret change", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.ImagePullSecrets = append(ic.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "other"})
+		}, want: []string{`spec.imagePullSecrets: Invalid value: [{"name":"regcred"},{"name":"other"}]: ` + wait}},
+		{name: "processing: pull secrets removed", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.ImagePullSecrets = nil
+		}, want: []string{`spec.imagePullSecrets: Invalid value: []: ` + wait}},
+		{name: "processing: selector change reports both reasons", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{"zone": "a"}
+		}, want: []string{`spec.cacheSpec[0].nodeSelector: Invalid value: {"zone":"a"}: ` + wait,
+			`spec.cacheSpec[0].nodeSelector: Invalid value: {"zone":"a"}: a list's node selector cannot change`}},
+		{name: "processing: list added reports both reasons", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec = append(ic.Spec.CacheSpec, v1alpha2.CacheSpecImages{Images: []string{"busybox"}})
+		}, want: []string{`spec.cacheSpec: Invalid value: [{"images":["nginx:1.27","quay.io/org/app:v1"]}`,
+			`spec.cacheSpec: Invalid value: 3: the number of image lists cannot change`}},
+		{name: "processing: refresh annotation added", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "now"}
+		}, want: []string{`metadata.annotations[kubefledged.io/refresh-imagecache]: Invalid value: "now": ` + wait + `, then add this annotation again (removing it is allowed)`}},
+		{name: "processing: purge annotation added", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Annotations = map[string]string{v1alpha2.PurgeAnnotation: ""}
+		}, want: []string{`metadata.annotations[kubefledged.io/purge-imagecache]: Invalid value: "": ` + wait}},
+		{name: "processing without reason or start time", old: func(ic *v1alpha2.ImageCache) {
+			ic.Status.Status = v1alpha2.ImageCacheActionStatusProcessing
+		}, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Annotations = map[string]string{v1alpha2.PurgeAnnotation: ""}
+		}, want: []string{`the ImageCache is Processing (an operation): wait for the running operation to end`}},
+		{name: "failed status: everything allowed again", old: func(ic *v1alpha2.ImageCache) {
+			ic.Status.Status = v1alpha2.ImageCacheActionStatusFailed
+		}, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Annotations = map[string]string{v1alpha2.PurgeAnnotation: ""}
+			ic.Spec.CacheSpec[0].Images = []string{"busybox"}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			oldIC := goodCache()
+			c.old(oldIC)
+			newIC := oldIC.DeepCopy()
+			c.mutate(newIC)
+			got := messages(ValidateUpdate(oldIC, newIC))
+			g.Expect(got).To(HaveLen(len(c.want)), "%q", got)
+			for i := range c.want {
+				g.Expect(got[i]).To(ContainSubstring(c.want[i]))
+			}
+		})
+	}
+}
+
+// TestUpdateNeverBlocksUnchangedSpec pins the promise made to the
+// controller: whatever the stored object and its status, an update that keeps
+// the spec and removes annotations passes.
+func TestUpdateNeverBlocksUnchangedSpec(t *testing.T) {
+	g := NewWithT(t)
+	bad := goodCache()
+	bad.Spec.CacheSpec = []v1alpha2.CacheSpecImages{{Images: []string{"NOT VALID", ""}, NodeSelector: map[string]string{"a b": "c d"}}}
+	bad.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "Bad_Name"}}
+	for _, st := range []v1alpha2.ImageCacheActionStatus{"", v1alpha2.ImageCacheActionStatusProcessing,
+		v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheActionStatusAborted} {
+		oldIC := bad.DeepCopy()
+		oldIC.Status.Status = st
+		oldIC.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "", v1alpha2.PurgeAnnotation: ""}
+		newIC := oldIC.DeepCopy()
+		newIC.Annotations = nil
+		g.Expect(ValidateUpdate(oldIC, newIC)).To(BeEmpty(), string(st))
+	}
+}
