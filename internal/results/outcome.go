@@ -33,23 +33,23 @@ type Outcome struct {
 // FromJob settles a Job from its own status: Complete means the image is on
 // (or off) the node; Failed takes the reason from its pod when one says more.
 // A Job with neither condition is Pending, however many pods it has made.
+// The interim SuccessCriteriaMet and FailureTarget conditions do not count:
+// until Complete or Failed the Job still runs pods, and so still holds its
+// pacing slot.
 func FromJob(job *batchv1.Job, pods []corev1.Pod) Outcome {
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
 		}
 		switch c.Type {
-		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+		case batchv1.JobComplete:
 			return Outcome{State: Succeeded}
-		case batchv1.JobFailed, batchv1.JobFailureTarget:
+		case batchv1.JobFailed:
 			if o, ok := fromPods(pods); ok {
 				return o
 			}
 			return Outcome{State: Failed, Reason: nonEmpty(c.Reason, "JobFailed"), Message: nonEmpty(c.Message, "job "+job.Name+" failed")}
 		}
-	}
-	if job.Status.Succeeded > 0 {
-		return Outcome{State: Succeeded}
 	}
 	return Outcome{State: Pending}
 }

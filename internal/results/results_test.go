@@ -45,7 +45,8 @@ func TestFromJob(t *testing.T) {
 	}{
 		{name: "no condition is pending", job: job(), want: Outcome{State: Pending}},
 		{name: "complete", job: job(cond(batchv1.JobComplete, "")), want: Outcome{State: Succeeded}},
-		{name: "success criteria met counts as complete", job: job(cond(batchv1.JobSuccessCriteriaMet, "")), want: Outcome{State: Succeeded}},
+		{name: "success criteria met is not complete yet", job: job(cond(batchv1.JobSuccessCriteriaMet, "")), want: Outcome{State: Pending}},
+		{name: "failure target is not failed yet", job: job(cond(batchv1.JobFailureTarget, "")), want: Outcome{State: Pending}},
 		{name: "failed without pods uses the condition", job: job(cond(batchv1.JobFailed, "DeadlineExceeded")),
 			want: Outcome{State: Failed, Reason: "DeadlineExceeded", Message: "DeadlineExceeded message"}},
 		{name: "failed with a terminated container uses its message", job: job(cond(batchv1.JobFailed, "BackoffLimitExceeded")),

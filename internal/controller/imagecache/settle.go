@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,6 +123,14 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 				next = left
 			}
 			continue
+		}
+		if o.Expired && job != nil && !r.Config.Retain {
+			// Its slot is freed now; with the delete policy the Job goes
+			// now too, so that what runs in the cluster stays within the
+			// caps (it would be deleted when the operation ends anyway).
+			if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return 0, err
+			}
 		}
 		op.settled[name] = o
 		observe(op.work[op.index[name]].Kind, o)

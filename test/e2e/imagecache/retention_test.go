@@ -116,8 +116,9 @@ func TestRestart(t *testing.T) {
 	g.Expect(old).To(HaveLen(3 * nodes))
 	statuses := watchStatuses(t, ns, "running")
 
+	t1 := tick()
 	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" }) // deadline 8s
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, tick(), opTimeout)
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(statuses()).To(ContainElement(string(v1alpha2.ImageCacheActionStatusAborted) + "/" + v1alpha2.ImageCacheReasonImagePullAborted))
 	for _, j := range jobsOf(g, ns, client.MatchingLabels{}) {

@@ -102,6 +102,7 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 	env(t)
 	o := commands.NewControllerOptions()
 	o.LeaderElect = false
+	o.Webhook.Enable = false
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Deadline.Value = 8 * time.Second
 	o.RefreshEvery.Value = 0
@@ -210,7 +211,20 @@ func recordJobs(t *testing.T, ns string) *jobLog {
 	return l
 }
 
-// created returns "kind image node" for each Job seen, and resets the log.
+// firstCreated is the creation time of the first Job in the log.
+func (l *jobLog) firstCreated() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, j := range l.jobs {
+		if first.IsZero() || j.CreationTimestamp.Time.Before(first) {
+			first = j.CreationTimestamp.Time
+		}
+	}
+	return first
+}
+
+// take returns "kind image node" for each Job seen, and resets the log.
 func (l *jobLog) take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

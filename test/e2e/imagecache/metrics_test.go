@@ -1,0 +1,78 @@
+package imagecache_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// scrape reads the metrics endpoint into "name{labels}" -> value.
+func scrape(g Gomega, addr string) map[string]float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndex(line, " ")
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+func freeAddr(g Gomega) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestMetrics scrapes the controller's metrics endpoint around one operation
+// and checks the figures against what happened: 3 nodes x (2 good + 1 failing
+// image) = 9 pull Jobs, 6 succeeded, 3 expired.
+func TestMetrics(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	addr := freeAddr(g)
+	runController(t, func(o *commands.ControllerOptions) { o.MetricsAddr = addr })
+	var before map[string]float64
+	g.Eventually(func(g Gomega) { before = scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+
+	t0 := tick()
+	bad := sandbox.FailPrefix + "metrics:1"
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "measured", list("traefik:3.1", "haproxy:3.0", bad)))).To(Succeed())
+	final(t, g, client.ObjectKey{Namespace: ns, Name: "measured"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	after := scrape(g, addr)
+	delta := func(name string) float64 { return after[name] - before[name] }
+
+	g.Expect(delta(`kubefledged_jobs_created_total{kind="pull"}`)).To(Equal(float64(3 * nodes)))
+	g.Expect(delta(`kubefledged_jobs_finished_total{kind="pull",result="succeeded"}`)).To(Equal(float64(2 * nodes)))
+	g.Expect(delta(`kubefledged_jobs_finished_total{kind="pull",result="expired"}`)).To(Equal(float64(nodes)))
+	g.Expect(delta(`kubefledged_image_pulls_total{result="succeeded"}`)).To(Equal(float64(2 * nodes)))
+	g.Expect(delta(`kubefledged_image_pulls_total{result="failed"}`)).To(Equal(float64(nodes)))
+	g.Expect(delta(`kubefledged_operation_duration_seconds_count{operation="ImageCacheCreate",result="Failed"}`)).To(Equal(1.0))
+	g.Expect(after[`kubefledged_jobs_in_flight`]).To(BeZero())
+	g.Expect(after[`kubefledged_imagecaches{status="Failed"}`]).To(BeNumerically(">=", 1))
+	// controller-runtime's own metrics are served too.
+	g.Expect(after).To(HaveKey(fmt.Sprintf(`controller_runtime_reconcile_total{controller="imagecache",result="success"}`)))
+}

@@ -1,0 +1,266 @@
+package imagecache_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// addNodes creates fake nodes for one test and deletes them at its end, so
+// that the other tests keep seeing the sandbox's own three nodes.
+func addNodes(t *testing.T, g Gomega, specs ...sandbox.NodeSpec) {
+	t.Helper()
+	g.Expect(sandbox.Get().CreateNodes(context.Background(), specs...)).To(Succeed())
+	t.Cleanup(func() {
+		for _, s := range specs {
+			_ = sandbox.Get().DeleteNode(context.Background(), s.Name)
+		}
+	})
+}
+
+func withSelector(sel map[string]string, images ...string) v1alpha2.CacheSpecImages {
+	return v1alpha2.CacheSpecImages{Images: images, NodeSelector: sel}
+}
+
+// TestNewNodes: a node that joins, or gains the labels a list selects, gets
+// the cache's images within seconds, without a refresh and without a Job on
+// any other node; the status and an Event say so.
+func TestNewNodes(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	pool := "web-" + rand.String(4)
+	sel := map[string]string{"pool": pool}
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	rec := recordJobs(t, ns)
+	runController(t, nil)
+	key := client.ObjectKey{Namespace: ns, Name: "fleet"}
+
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "fleet", withSelector(sel, "nginx:1.27", "redis:7.2")))).To(Succeed())
+	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
+
+	// A node joins.
+	t1 := tick()
+	joined := time.Now()
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-c", Labels: sel})
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	firstJob := rec.firstCreated()
+	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-c")[0], each("pull", "redis:7.2", pool+"-c")[0]))
+	t.Logf("new node: first Job %s after the node was created", firstJob.Sub(joined))
+	g.Expect(firstJob.Sub(joined)).To(BeNumerically("<", 10*time.Second))
+	hasEvent(g, ns, "fleet", "Normal", v1alpha2.ImageCacheReasonImageCacheNewNodes, "Images are being pulled on to new nodes: "+pool+"-c")
+
+	// A node comes to match the selector.
+	t2 := tick()
+	n := &corev1.Node{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: "sandbox-node-1"}, n)).To(Succeed())
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Labels["pool"] = pool
+	g.Expect(k8s.Patch(context.Background(), n, patch)).To(Succeed())
+	t.Cleanup(func() {
+		n := &corev1.Node{}
+		if k8s.Get(context.Background(), client.ObjectKey{Name: "sandbox-node-1"}, n) == nil {
+			patch := client.MergeFrom(n.DeepCopy())
+			delete(n.Labels, "pool")
+			_ = k8s.Patch(context.Background(), n, patch)
+		}
+	})
+	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t2, opTimeout)
+	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
+
+	// Nothing else happens: no refresh, no Job.
+	g.Consistently(rec.take).WithTimeout(3 * time.Second).Should(BeEmpty())
+}
+
+// TestNodeChoice: cordoned and NotReady nodes are skipped and counted; by
+// default Jobs tolerate every taint; a list's tolerations replace that, and
+// then only nodes whose taints they tolerate are used.
+func TestNodeChoice(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	pool := "choice-" + rand.String(4)
+	sel := map[string]string{"pool": pool}
+	addNodes(t, g,
+		sandbox.NodeSpec{Name: pool + "-ok", Labels: sel},
+		sandbox.NodeSpec{Name: pool + "-cordoned", Labels: sel, Unschedulable: true},
+		sandbox.NodeSpec{Name: pool + "-notready", Labels: sel, NotReady: true},
+		sandbox.NodeSpec{Name: pool + "-gpu", Labels: sel, Taints: []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}},
+		sandbox.NodeSpec{Name: pool + "-nohost", Labels: sel, NoHostnameLabel: true},
+	)
+	rec := recordJobs(t, ns)
+	runController(t, nil)
+
+	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+	other := []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
+	cases := []struct {
+		name        string
+		tolerations []corev1.Toleration
+		want        []string
+		skipped     int32
+	}{
+		{name: "default", want: []string{"-ok", "-gpu", "-nohost"}, skipped: 2},
+		{name: "tolerates-gpu", tolerations: gpu, want: []string{"-ok", "-gpu", "-nohost"}, skipped: 2},
+		{name: "tolerates-other", tolerations: other, want: []string{"-ok", "-nohost"}, skipped: 3},
+	}
+	for _, tc := range cases {
+		l := withSelector(sel, "busybox:1.36")
+		l.Tolerations = tc.tolerations
+		t0 := tick()
+		g.Expect(k8s.Create(context.Background(), newCache(ns, tc.name, l))).To(Succeed())
+		c := final(t, g, client.ObjectKey{Namespace: ns, Name: tc.name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), tc.name)
+		var want []string
+		for _, suffix := range tc.want {
+			want = append(want, "pull busybox:1.36 "+pool+suffix)
+		}
+		g.Expect(rec.take()).To(ConsistOf(want), tc.name)
+		g.Expect(c.Status.Counts.Skipped).To(Equal(tc.skipped), tc.name)
+		g.Expect(c.Status.Counts.Desired).To(Equal(int32(len(tc.want))), tc.name)
+	}
+}
+
+// TestPacing: the caps on Jobs in flight hold, observed from the API server
+// (not from the controller's own counters), and Jobs held back by the caps do
+// not fail for lack of time: each Job's deadline counts from its creation.
+func TestPacing(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	obs := observeInFlight(t, ns)
+	runController(t, func(o *commands.ControllerOptions) {
+		o.MaxJobs.Value = 3
+		o.MaxJobsPerNode.Value = 1
+		o.Deadline.Value = 3 * time.Second
+	})
+	// Per cache: two hanging images (each holds a slot for the whole
+	// deadline) and two good ones, on the three nodes: 12 Jobs, at most 3 at
+	// a time, so about 4 waves of 3 s; measured from the start of the
+	// operation, the good Jobs of the late waves would be failures.
+	t0 := tick()
+	for _, name := range []string{"pace-a", "pace-b"} {
+		g.Expect(k8s.Create(context.Background(), newCache(ns, name, list(sandbox.FailPrefix+name+"-1:1", sandbox.FailPrefix+name+"-2:1", "alpine:3.20", "alpine:3.19")))).To(Succeed())
+	}
+	for _, name := range []string{"pace-a", "pace-b"} {
+		c := final(t, g, client.ObjectKey{Namespace: ns, Name: name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, 3*opTimeout)
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+		g.Expect(c.Status.Failures).To(HaveLen(2), "only the hanging images fail")
+		g.Expect(c.Status.Counts.Succeeded).To(Equal(int32(2 * nodes)))
+		g.Expect(c.Status.Counts.Failed).To(Equal(int32(2 * nodes)))
+	}
+	peak, peakPerNode, total := obs()
+	t.Logf("pacing: %d Jobs, peak in flight %d (cap 3), peak per node %d (cap 1)", total, peak, peakPerNode)
+	g.Expect(total).To(Equal(2 * 4 * nodes))
+	g.Expect(peak).To(BeNumerically("<=", 3))
+	g.Expect(peak).To(Equal(3), "the cap was reached, so it was what held them back")
+	g.Expect(peakPerNode).To(Equal(1))
+}
+
+// observeInFlight watches the Jobs of a namespace and tracks how many exist
+// unfinished at once, overall and per node.
+func observeInFlight(t *testing.T, ns string) func() (peak, peakPerNode, total int) {
+	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	open := map[string]string{}
+	perNode := map[string]int{}
+	var peak, peakNode, total int
+	go func() {
+		for ev := range w.ResultChan() {
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			_, isOpen := open[j.Name]
+			done := finished(j) || ev.Type == watch.Deleted
+			switch {
+			case ev.Type == watch.Added && !done:
+				node := j.Annotations[jobs.AnnotationNode]
+				open[j.Name] = node
+				total++
+				perNode[node]++
+				peak = max(peak, len(open))
+				peakNode = max(peakNode, perNode[node])
+			case isOpen && done:
+				perNode[open[j.Name]]--
+				delete(open, j.Name)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() (int, int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return peak, peakNode, total
+	}
+}
+
+func finished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestProgressAndConditions: counts, progress and the Ready/Progressing
+// conditions while an operation runs and when it ends; and a list that
+// selects no node says so (#233).
+func TestProgressAndConditions(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	runController(t, nil) // deadline 8s
+	key := client.ObjectKey{Namespace: ns, Name: "progress"}
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "progress", list("caddy:2.8", sandbox.FailPrefix+"slow:1")))).To(Succeed())
+	c := &v1alpha2.ImageCache{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing))
+		g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", nodes, 2*nodes)))
+		g.Expect(c.Status.Counts.InFlight).To(Equal(int32(nodes)))
+		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha2.ConditionProgressing)).To(BeTrue())
+		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha2.ConditionReady)).To(BeFalse())
+	}).WithTimeout(opTimeout).Should(Succeed())
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Counts).To(Equal(&v1alpha2.Counts{Desired: 2 * nodes, Succeeded: nodes, Failed: nodes}))
+	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", nodes, 2*nodes)))
+	g.Expect(meta.IsStatusConditionFalse(c.Status.Conditions, v1alpha2.ConditionProgressing)).To(BeTrue())
+	g.Expect(meta.IsStatusConditionFalse(c.Status.Conditions, v1alpha2.ConditionReady)).To(BeTrue())
+
+	// A cache that succeeds is Ready.
+	t1 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "ready", list("caddy:2.8")))).To(Succeed())
+	c = final(t, g, client.ObjectKey{Namespace: ns, Name: "ready"}, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
+	g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha2.ConditionReady)).To(BeTrue())
+	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", nodes, nodes)))
+
+	// Nothing to do: the selector matches no node.
+	t2 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "nowhere", withSelector(map[string]string{"pool": "none"}, "caddy:2.8")))).To(Succeed())
+	c = final(t, g, client.ObjectKey{Namespace: ns, Name: "nowhere"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted))
+	g.Expect(c.Status.Message).To(ContainSubstring("cacheSpec[0] (nodeSelector pool=none) matches no node"))
+	hasEvent(g, ns, "nowhere", "Warning", "NoMatchingNodes", "cacheSpec[0] (nodeSelector pool=none) matches no node")
+}
