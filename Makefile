@@ -143,3 +143,7 @@ $(LOCALBIN)/kustomize:
 
 # OLM bundle, kustomize deploy and operator-sdk targets.
 include hack/olm.mk
+# The real node (kubelet + containerd) beside the kwok nodes.
+include hack/realnode.mk
+# Long fault-injection runs.
+include hack/chaos.mk

@@ -1,0 +1,1 @@
+# Chaos targets (filled in by the reliability work).

@@ -1,0 +1,1 @@
+# Real node targets (filled in by the real-node work).
