@@ -71,11 +71,26 @@ lint: ## go vet and gofmt check.
 .PHONY: test
 test: tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
-	$(MAKE) fuzz
+	$(MAKE) fuzz run-smoke
+
+# Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`;
+# their seed corpora run in every `go test`.
+FUZZ_TARGETS = ./internal/images:FuzzNormalize ./internal/results:FuzzAtDeadline \
+	./internal/webhook:FuzzAdmissionDecode
 
 .PHONY: fuzz
 fuzz: ## Short fuzz runs of the parsers and decoders.
-	go test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./internal/images/
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; done
+
+.PHONY: run-smoke
+run-smoke: build ## `make run` on a fresh sandbox, until the samples settle; checks their final status.
+	rm -rf $(LOCALBIN)/.run-smoke
+	RUN_UNTIL_SETTLED=1 SANDBOX_DIR=$(LOCALBIN)/.run-smoke KUBECONFIG= hack/run.sh 2>&1 | tee $(LOCALBIN)/run-smoke.log
+	grep -Eq '^imagecache1 +Succeeded' $(LOCALBIN)/run-smoke.log
+	grep -Eq '^imagecache-failing +Failed' $(LOCALBIN)/run-smoke.log
+	grep -q 'ImagePullBackOff' $(LOCALBIN)/run-smoke.log
 
 .PHONY: bench
 bench: tools ## Benchmarks on the sandbox.

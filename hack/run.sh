@@ -36,11 +36,11 @@ kubectl create namespace kube-fledged --dry-run=client -o yaml | kubectl apply -
 logs=$sandbox_dir/logs
 mkdir -p "$logs"
 KUBEFLEDGED_NAMESPACE=kube-fledged "$bin/kubefledged" controller --kubeconfig "$KUBECONFIG" \
-  --metrics-bind-address=0 --health-probe-bind-address=0 --enable-webhook=false \
+  --leader-elect=false --metrics-bind-address=0 --health-probe-bind-address=0 --enable-webhook=false \
   --image-pull-deadline-duration=20s >"$logs/controller.log" 2>&1 &
 pids+=($!)
 if [ -f "$root/watches.yaml" ] && kubectl get crd kubefledgeds.charts.helm.kubefledged.io >/dev/null 2>&1; then
-  (cd "$root" && KUBEFLEDGED_NAMESPACE=kube-fledged "$bin/kubefledged" operator --kubeconfig "$KUBECONFIG" \
+  (cd "$root" && KUBEFLEDGED_NAMESPACE=kube-fledged "$bin/kubefledged" operator --kubeconfig "$KUBECONFIG" --leader-elect=false \
     --metrics-bind-address=0 --health-probe-bind-address=0 >"$logs/operator.log" 2>&1) &
   pids+=($!)
 fi
