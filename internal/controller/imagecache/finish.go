@@ -141,7 +141,12 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 	case plan.Purge:
 		return map[string]bool{}
 	case plan.Update:
-		prev, _ := r.ops.covered(key, op.uid)
+		prev, known := r.ops.covered(key, op.uid)
+		if !known {
+			// First sight of the cache since start-up: take the nodes as
+			// covered, as newNodes does.
+			return op.eligible
+		}
 		out := map[string]bool{}
 		for n := range op.eligible {
 			if prev[n] {
@@ -154,14 +159,7 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 }
 
 func (r *Reconciler) labelResult(ctx context.Context, ns, name string, o results.Outcome) error {
-	result := jobs.ResultSucceeded
-	switch {
-	case o.State == results.Succeeded:
-	case o.Expired:
-		result = jobs.ResultExpired
-	default:
-		result = jobs.ResultFailed
-	}
+	result := resultOf(o)
 	msg := o.Reason
 	if o.Message != "" {
 		msg += ": " + o.Message

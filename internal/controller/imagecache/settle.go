@@ -153,17 +153,20 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	return 0, nil
 }
 
-// observe counts a settled Job in the metrics.
-func observe(kind jobs.Kind, o results.Outcome) {
-	result := jobs.ResultSucceeded
+// resultOf names a settled outcome as Job labels and metrics do.
+func resultOf(o results.Outcome) string {
 	switch {
 	case o.State == results.Succeeded:
+		return jobs.ResultSucceeded
 	case o.Expired:
-		result = jobs.ResultExpired
-	default:
-		result = jobs.ResultFailed
+		return jobs.ResultExpired
 	}
-	metrics.JobsFinished.WithLabelValues(string(kind), result).Inc()
+	return jobs.ResultFailed
+}
+
+// observe counts a settled Job in the metrics.
+func observe(kind jobs.Kind, o results.Outcome) {
+	metrics.JobsFinished.WithLabelValues(string(kind), resultOf(o)).Inc()
 	if kind == jobs.Pull {
 		pull := "succeeded"
 		if o.State != results.Succeeded {
