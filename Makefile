@@ -58,6 +58,7 @@ verify: ## Fail when generated files drift from their sources.
 			echo "generated file drifted from its sources: $$f (run 'make generate manifests' and commit)"; \
 			diff -r $(LOCALBIN)/.verify/$$(basename $$f) $$f | head -20; exit 1; fi; done
 	@echo "generated files match their sources"
+	@$(MAKE) -s bundle-verify
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
@@ -71,7 +72,7 @@ lint: ## go vet and gofmt check.
 .PHONY: test
 test: tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
-	$(MAKE) fuzz run-smoke
+	$(MAKE) bundle-validate fuzz run-smoke
 
 # Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`;
 # their seed corpora run in every `go test`.
@@ -93,8 +94,8 @@ run-smoke: build ## `make run` on a fresh sandbox, until the samples settle; che
 	grep -q 'ImagePullBackOff' $(LOCALBIN)/run-smoke.log
 
 .PHONY: bench
-bench: tools ## Benchmarks on the sandbox.
-	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
+bench: tools ## Benchmarks on the sandbox; writes docs/benchmarks.md and .json (BENCH_* variables set the scale).
+	KUBEFLEDGED_BENCH=1 go test -count=1 -run '^TestBench$$' -v -timeout $${BENCH_TIMEOUT:-180m} ./test/bench/ 2>&1 | tee $(CURDIR)/bin/bench.log
 
 ##@ Build
 
@@ -135,7 +136,7 @@ uninstall: ## Remove the CRDs.
 KUBE_BINS := $(addprefix $(LOCALBIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 .PHONY: tools
-tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen ## Build the pinned tools into bin/.
+tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
 
 $(KUBE_BINS) &:
 	mkdir -p $(LOCALBIN)

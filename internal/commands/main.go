@@ -9,6 +9,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/kubefledged/kube-fledged/internal/cli"
 )
 
 type command struct {
@@ -71,9 +73,10 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'kubefledged <command> --help' for a command's flags.")
 }
 
-func runVersion(args []string, stdout, _ io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("takes no arguments")
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("version")
+	if err := parseOrHelp(fs, args, stderr); err != nil {
+		return err
 	}
 	fmt.Fprintln(stdout, Version)
 	return nil

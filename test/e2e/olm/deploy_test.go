@@ -1,0 +1,99 @@
+package olm_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// TestKustomizeDeploy installs config/default as `make deploy` does (the
+// same kustomization, rendered in-process; `make deploy` only changes the
+// image) and runs the operator as its Deployment says. Without OLM there is
+// no olm.targetNamespaces annotation, so the operator watches every
+// namespace: this is the all-namespaces case, with the KubeFledged in a
+// namespace of its own. Then it removes everything as `make undeploy` does.
+func TestKustomizeDeploy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	_, k8s := clients(t)
+
+	// The kustomize CLI's order: namespaces and CRDs first.
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionLegacy
+	resmap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(repo, "config", "default"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var objs []*unstructured.Unstructured
+	for _, r := range resmap.Resources() {
+		y, err := r.AsYAML()
+		g.Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		g.Expect(yaml.Unmarshal(y, &u.Object)).To(Succeed())
+		objs = append(objs, u)
+	}
+	// Leave the sandbox as it was even when a step fails, for the tests
+	// after this one.
+	t.Cleanup(func() { undeploy(t, k8s, objs) })
+
+	var dep *appsv1.Deployment
+	for _, u := range objs {
+		g.Expect(k8s.Create(ctx, u.DeepCopy())).To(Succeed(), "%s %s", u.GetKind(), u.GetName())
+		switch u.GetKind() {
+		case "CustomResourceDefinition":
+			waitEstablished(g, k8s, u.GetName())
+		case "Deployment":
+			g.Expect(dep).To(BeNil(), "config/default has two Deployments")
+			dep = &appsv1.Deployment{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), dep)).To(Succeed())
+		}
+	}
+	g.Expect(dep).NotTo(BeNil(), "config/default has no Deployment")
+
+	crNamespace := "kf-deploy-" + utilrand.String(5)
+	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crNamespace}})).To(Succeed())
+	raw, err := os.ReadFile(filepath.Join(repo, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cr := &unstructured.Unstructured{}
+	g.Expect(yaml.Unmarshal(raw, &cr.Object)).To(Succeed())
+	cr.SetNamespace(crNamespace)
+
+	runOperatorPod(t, dep, cr)
+
+	t.Run("undeploy removes everything", func(t *testing.T) {
+		g := NewWithT(t)
+		undeploy(t, k8s, objs)
+		// Namespaces and CRDs go once what is in them is gone; a leftover
+		// finalizer would keep them forever.
+		g.Eventually(func(g Gomega) {
+			for _, o := range objs {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(o.GroupVersionKind())
+				err := k8s.Get(ctx, client.ObjectKeyFromObject(o), u)
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s still there (%v)", o.GetKind(), o.GetName(), err)
+			}
+		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	})
+}
+
+// undeploy deletes what deploy created, last first, as `kubectl delete`
+// of the same manifests does.
+func undeploy(t *testing.T, k8s client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for i := len(objs) - 1; i >= 0; i-- {
+		if err := k8s.Delete(context.Background(), objs[i].DeepCopy()); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting %s %s: %v", objs[i].GetKind(), objs[i].GetName(), err)
+		}
+	}
+}
