@@ -134,13 +134,16 @@ func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op 
 }
 
 // coverageAfter is the set of nodes the cache's images are on once op
-// ended: an update covers no node that the previous operations had not, a
-// purge none at all.
+// ended. A create or refresh covers every node eligible at its start; an
+// update and a new-nodes operation cover no node that the earlier
+// operations had not, besides the nodes they worked on; a purge none. Nodes
+// that became eligible during the operation stay uncovered and are caught
+// up by the next reconcile.
 func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[string]bool {
 	switch op.kind {
 	case plan.Purge:
 		return map[string]bool{}
-	case plan.Update:
+	case plan.Update, plan.NewNodes:
 		prev, known := r.ops.covered(key, op.uid)
 		if !known {
 			// First sight of the cache since start-up: take the nodes as
@@ -149,7 +152,7 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 		}
 		out := map[string]bool{}
 		for n := range op.eligible {
-			if prev[n] {
+			if prev[n] || op.only[n] {
 				out[n] = true
 			}
 		}

@@ -28,6 +28,8 @@ type operation struct {
 	// eligible are the nodes the cache's lists could use at the start; they
 	// become the cache's coverage when it ends.
 	eligible map[string]bool
+	// only are the nodes a NewNodes operation works on.
+	only map[string]bool
 
 	work  []jobs.Work
 	names []string       // Job name of each work item

@@ -86,6 +86,24 @@ func TestNewNodes(t *testing.T) {
 	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t2, opTimeout)
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
 
+	// Several nodes join in a burst, some while the operation for the
+	// first ones runs: each still gets every image, once.
+	burst := []sandbox.NodeSpec{{Name: pool + "-d", Labels: sel}, {Name: pool + "-e", Labels: sel}, {Name: pool + "-f", Labels: sel}}
+	var wg sync.WaitGroup
+	for _, spec := range burst {
+		wg.Add(1)
+		go func(spec sandbox.NodeSpec) {
+			defer wg.Done()
+			addNodes(t, g, spec)
+		}(spec)
+	}
+	wg.Wait()
+	var want, got []string
+	for _, spec := range burst {
+		want = append(want, each("pull", "nginx:1.27", spec.Name)[0], each("pull", "redis:7.2", spec.Name)[0])
+	}
+	g.Eventually(func() []string { got = append(got, rec.take()...); return got }).WithTimeout(opTimeout).Should(ConsistOf(want))
+
 	// Nothing else happens: no refresh, no Job.
 	g.Consistently(rec.take).WithTimeout(3 * time.Second).Should(BeEmpty())
 }
