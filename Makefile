@@ -77,7 +77,8 @@ test: tools lint verify ## Build everything; run unit, fuzz-seed and sandbox int
 # Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`;
 # their seed corpora run in every `go test`.
 FUZZ_TARGETS = ./internal/images:FuzzNormalize ./internal/results:FuzzAtDeadline \
-	./internal/webhook:FuzzAdmissionDecode
+	./internal/results:FuzzSettle ./internal/webhook:FuzzAdmissionDecode \
+	./internal/operator:FuzzTranslate ./internal/jobs:FuzzNames
 
 .PHONY: fuzz
 fuzz: ## Short fuzz runs of the parsers and decoders.

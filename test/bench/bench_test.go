@@ -1,0 +1,446 @@
+// Package bench is `make bench`: the four scenarios of issue 8 run on the
+// sandbox (a real control plane with kwok nodes), each against a floor of
+// bare Jobs created by the benchmark itself on the same sandbox in the same
+// run, with the figures written to docs/benchmarks.md and .json.
+//
+// It is not a test: it takes tens of minutes and its timings depend on the
+// machine, so it runs only with KUBEFLEDGED_BENCH=1 and `go test ./...` skips
+// it at once. A target missed is reported in the documents, not as a test
+// failure; the run fails only when it cannot measure.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// config is the benchmark's scale, from the environment, so that a smaller
+// or a larger run needs no code change.
+type config struct {
+	Nodes            int           `json:"nodes"`
+	Images           int           `json:"images"`
+	NewNodes         int           `json:"newNodes"`
+	FastPulls        int           `json:"fastPulls"`
+	FastNodes        int           `json:"fastNodes"`
+	FastRuns         int           `json:"fastRuns"`
+	PullDelay        time.Duration `json:"pullDelayNanos"`
+	RefreshCaches    int           `json:"refreshCaches"`
+	RefreshCycles    int           `json:"refreshCycles"`
+	RefreshEvery     time.Duration `json:"refreshEveryNanos"`
+	Deadline         time.Duration `json:"deadlineNanos"`
+	FastDeadline     time.Duration `json:"fastDeadlineNanos"`
+	FloorParallelism int           `json:"floorParallelism"`
+	PhaseTimeout     time.Duration `json:"phaseTimeoutNanos"`
+	Scenarios        []int         `json:"scenarios"`
+}
+
+func loadConfig() (config, error) {
+	c := config{
+		Nodes: 1000, Images: 10, NewNodes: 50, FastPulls: 2000, FastNodes: 200, FastRuns: 3,
+		PullDelay: time.Second, RefreshCaches: 5, RefreshCycles: 2, RefreshEvery: 20 * time.Second,
+		// Long enough that no Job of a slow, loaded control plane expires:
+		// the benchmark measures speed, and scenario 4 checks exactness
+		// with its own, shorter deadline.
+		Deadline: 30 * time.Minute, FastDeadline: 3 * time.Minute,
+		FloorParallelism: 32, PhaseTimeout: 45 * time.Minute, Scenarios: []int{1, 2, 3, 4},
+	}
+	ints := map[string]*int{
+		"BENCH_NODES": &c.Nodes, "BENCH_IMAGES": &c.Images, "BENCH_NEW_NODES": &c.NewNodes,
+		"BENCH_FAST_PULLS": &c.FastPulls, "BENCH_FAST_NODES": &c.FastNodes, "BENCH_FAST_RUNS": &c.FastRuns,
+		"BENCH_REFRESH_CACHES": &c.RefreshCaches, "BENCH_REFRESH_CYCLES": &c.RefreshCycles,
+		"BENCH_FLOOR_PARALLELISM": &c.FloorParallelism,
+	}
+	for name, p := range ints {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return c, fmt.Errorf("%s=%q: want a positive integer", name, v)
+			}
+			*p = n
+		}
+	}
+	durations := map[string]*time.Duration{
+		"BENCH_PULL_DELAY": &c.PullDelay, "BENCH_REFRESH_EVERY": &c.RefreshEvery, "BENCH_DEADLINE": &c.Deadline,
+		"BENCH_FAST_DEADLINE": &c.FastDeadline, "BENCH_PHASE_TIMEOUT": &c.PhaseTimeout,
+	}
+	for name, p := range durations {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return c, fmt.Errorf("%s=%q: want a duration such as 1s", name, v)
+			}
+			*p = d
+		}
+	}
+	if v := os.Getenv("BENCH_SCENARIOS"); v != "" {
+		c.Scenarios = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 4 {
+				return c, fmt.Errorf("BENCH_SCENARIOS=%q: want a list of 1 to 4, e.g. 1,4", v)
+			}
+			c.Scenarios = append(c.Scenarios, n)
+		}
+	}
+	if c.FastPulls%c.FastNodes != 0 {
+		return c, fmt.Errorf("BENCH_FAST_PULLS (%d) must be a multiple of BENCH_FAST_NODES (%d)", c.FastPulls, c.FastNodes)
+	}
+	return c, nil
+}
+
+func (c config) runs(s int) bool {
+	for _, n := range c.Scenarios {
+		if n == s {
+			return true
+		}
+	}
+	return false
+}
+
+// env is one sandbox with everything the scenarios need to drive and
+// observe it.
+type env struct {
+	t      *testing.T
+	cfg    config
+	sb     *sandbox.Sandbox
+	kube   kubernetes.Interface
+	k8s    client.WithWatch
+	floorC kubernetes.Interface
+	proxy  *apiProxy
+	// kubeconfig points the controller at the proxy.
+	kubeconfig string
+	binary     string
+	outDir     string
+	probes     *cacheWatch
+	seq        int
+}
+
+// repoRoot is the first directory above the package holding go.mod.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod above %s", wd)
+		}
+	}
+}
+
+func TestBench(t *testing.T) {
+	if os.Getenv("KUBEFLEDGED_BENCH") != "1" {
+		t.Skip("benchmark: run `make bench` (or set KUBEFLEDGED_BENCH=1)")
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("BENCH_RENDER") == "1" {
+		// Only re-render docs/benchmarks.md from the JSON, e.g. after
+		// editing test/bench/limits.md, without a run of an hour.
+		if err := rerender(root); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	outDir := filepath.Join(root, "bin", "bench")
+	if err := os.MkdirAll(filepath.Join(outDir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The benchmark's own client logs (throttling, watch restarts) would
+	// otherwise warn about an unset logger; they go to a file.
+	if f, err := os.Create(filepath.Join(outDir, "logs", "benchmark.log")); err == nil {
+		ctrl.SetLogger(zap.New(zap.WriteTo(f)))
+		defer f.Close()
+	}
+
+	rep := newReport(cfg, root)
+	defer func() {
+		rep.finish()
+		if err := rep.write(filepath.Join(root, "docs")); err != nil {
+			t.Errorf("writing the documents: %v", err)
+		}
+		t.Logf("figures written to docs/benchmarks.md and docs/benchmarks.json")
+	}()
+
+	binary := filepath.Join(outDir, "kubefledged-bench")
+	t.Logf("building the controller with a pprof listener into %s", binary)
+	build := exec.Command("go", "build", "-o", binary, "./test/bench/controller")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the controller: %v\n%s", err, out)
+	}
+
+	if cfg.runs(1) || cfg.runs(2) || cfg.runs(3) {
+		err := withEnv(t, cfg, binary, outDir, sandbox.Options{Nodes: cfg.Nodes, PullDelay: cfg.PullDelay}, func(e *env) error {
+			var cold *coldResult
+			if cfg.runs(1) {
+				r, err := e.coldCache()
+				rep.Scenarios.ColdCache = r
+				if err != nil {
+					return fmt.Errorf("scenario 1: %w", err)
+				}
+				cold = r
+			}
+			ns, err := e.completeCache(cold)
+			if err != nil {
+				return err
+			}
+			if cfg.runs(2) {
+				r, err := e.newNodes(ns)
+				rep.Scenarios.NewNodes = r
+				if err != nil {
+					return fmt.Errorf("scenario 2: %w", err)
+				}
+			}
+			if cfg.runs(3) {
+				r, err := e.steadyRefresh(ns)
+				rep.Scenarios.SteadyRefresh = r
+				if err != nil {
+					return fmt.Errorf("scenario 3: %w", err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+			t.Error(err)
+		}
+	}
+	if cfg.runs(4) {
+		opts := sandbox.Options{Nodes: cfg.FastNodes}
+		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
+			r, err := e.fastPods()
+			rep.Scenarios.FastPods = r
+			return err
+		})
+		if err != nil {
+			rep.Errors = append(rep.Errors, "scenario 4: "+err.Error())
+			t.Error(err)
+		}
+	}
+}
+
+// withEnv starts a sandbox, the CRD and the proxy, runs fn and stops them.
+func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options, fn func(*env) error) error {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sb, err := sandbox.Start(ctx, o)
+	if err != nil {
+		return fmt.Errorf("starting the sandbox: %w", err)
+	}
+	defer func() {
+		if err := sb.Stop(); err != nil {
+			t.Logf("stopping the sandbox: %v", err)
+		}
+	}()
+	t.Logf("sandbox with %d nodes (pull delay %s) up in %s", o.Nodes, o.PullDelay, time.Since(began).Round(time.Second))
+	e := &env{t: t, cfg: cfg, sb: sb, binary: binary, outDir: outDir}
+	rc := sb.Config()
+	if e.kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
+	if e.k8s, err = client.NewWithWatch(rc, client.Options{Scheme: commands.Scheme()}); err != nil {
+		return err
+	}
+	// The floor is "as fast as the API server takes them": no client-side
+	// rate limit at all.
+	fc := sb.Config()
+	fc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	if e.floorC, err = kubernetes.NewForConfig(fc); err != nil {
+		return err
+	}
+	if err := e.installCRD(ctx); err != nil {
+		return fmt.Errorf("installing the CRD: %w", err)
+	}
+	if e.proxy, err = startProxy(rc); err != nil {
+		return err
+	}
+	defer e.proxy.stop()
+	e.kubeconfig = filepath.Join(sb.Dir(), "controller.kubeconfig")
+	if err := e.proxy.kubeconfig(e.kubeconfig); err != nil {
+		return err
+	}
+	if err := e.namespace(ctx, "bench-probe"); err != nil {
+		return err
+	}
+	if e.probes, err = watchCaches(context.Background(), e.k8s, "bench-probe"); err != nil {
+		return err
+	}
+	return fn(e)
+}
+
+func (e *env) installCRD(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		return err
+	}
+	s := commands.Scheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	c, err := client.New(e.sb.Config(), client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for {
+		if err := e.k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD not served: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) namespace(ctx context.Context, name string) error {
+	err := e.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func (e *env) phaseContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), e.cfg.PhaseTimeout)
+}
+
+// runController starts a controller and waits until it works: a probe cache
+// whose list selects no node is finished by it, which needs its caches
+// synced, its start-up clean-up done and its workers running. The probe's
+// own requests happen before any measurement starts.
+func (e *env) runController(name string, c caps, extra ...string) (*controller, error) {
+	e.seq++
+	logPath := filepath.Join(e.outDir, "logs", fmt.Sprintf("controller-%02d-%s.log", e.seq, name))
+	ctl, err := startController(e.binary, e.kubeconfig, logPath, c, extra...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	probe := newCache("bench-probe", fmt.Sprintf("probe-%02d", e.seq), []string{"registry.bench.test/probe:1"})
+	probe.Spec.CacheSpec[0].NodeSelector = map[string]string{"bench.kubefledged.io/none": "none"}
+	began := time.Now()
+	if err := e.k8s.Create(ctx, probe); err != nil {
+		ctl.stop()
+		return nil, err
+	}
+	if _, _, err := e.probes.final(ctx, probe.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began); err != nil {
+		ctl.stop()
+		return nil, fmt.Errorf("controller %s never finished its probe cache (log %s): %w", name, logPath, err)
+	}
+	if err := e.k8s.Delete(ctx, probe); err != nil {
+		ctl.stop()
+		return nil, err
+	}
+	return ctl, nil
+}
+
+func newCache(ns, name string, images []string) *v1alpha2.ImageCache {
+	return &v1alpha2.ImageCache{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: images}}},
+	}
+}
+
+// imageNames are the images of the benchmark's caches: distinct names that
+// kwok "pulls" after the pull delay.
+func imageNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("registry.bench.test/app-%02d:v1", i)
+	}
+	return out
+}
+
+func nodeNames(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+// waitGone waits until a namespace holds neither Jobs nor pods, so that the
+// next phase does not pay for this one's clean-up. It returns how long that
+// took.
+func (e *env) waitGone(ns string) (time.Duration, error) {
+	began := time.Now()
+	ctx, cancel := e.phaseContext()
+	defer cancel()
+	for {
+		jl, jerr := e.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		pl, perr := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if jerr == nil && perr == nil && len(jl.Items) == 0 && len(pl.Items) == 0 {
+			return time.Since(began), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(began), fmt.Errorf("namespace %s not cleaned up: %w", ns, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func round(v float64, digits int) float64 {
+	p := 1.0
+	for range digits {
+		p *= 10
+	}
+	if v < 0 {
+		return -float64(int64(-v*p+0.5)) / p
+	}
+	return float64(int64(v*p+0.5)) / p
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/images"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+// floorResult is what the control plane alone takes for the same pulls:
+// one bare Job per (image, node), created by the benchmark as fast as the
+// API server accepts them, with the very pod the controller would run. Our
+// times are reported as ratios to it, since absolute times drift with the
+// machine's load.
+type floorResult struct {
+	Jobs int `json:"jobs"`
+	// Seconds runs from the first create to the last Job finished.
+	Seconds          float64    `json:"seconds"`
+	CreateSeconds    float64    `json:"createSeconds"`
+	CreatesPerSecond float64    `json:"createsPerSecond"`
+	CreateRetries    int64      `json:"createRetries"`
+	Observed         jobFigures `json:"observed"`
+	CPU              cpuDelta   `json:"cpu"`
+	CleanupSeconds   float64    `json:"cleanupSeconds"`
+}
+
+// floorJob is the controller's pull Job for (image, node) without what ties
+// it to the controller: no owner (the garbage collector would delete a Job
+// whose owner does not exist) and none of its labels (its start-up clean-up
+// deletes every Job labelled as its own).
+func floorJob(ns, image, node string) (*batchv1.Job, error) {
+	ref, err := images.Parse(image)
+	if err != nil {
+		return nil, err
+	}
+	owner := jobs.Owner{Cache: &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "floor", UID: "bench-floor"}}, Operation: "floor"}
+	w := jobs.Work{Kind: jobs.Pull, Image: image, Ref: ref, Node: jobs.Node{Name: node, Runtime: "containerd://1.7.27"}}
+	job, err := jobs.Build(owner, w, jobs.Options{HelperImage: "example.test/kubefledged:bench", PullPolicy: "IfNotPresent", ActiveDeadline: 3600})
+	if err != nil {
+		return nil, err
+	}
+	job.OwnerReferences = nil
+	job.Labels = map[string]string{"bench.kubefledged.io/floor": "true"}
+	job.Spec.Template.Labels = map[string]string{"bench.kubefledged.io/floor": "true"}
+	return job, nil
+}
+
+func (e *env) floor(name, ns string, nodes, imgs []string) (*floorResult, error) {
+	ctx, cancel := e.phaseContext()
+	defer cancel()
+	if err := e.namespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	var all []*batchv1.Job
+	for _, img := range imgs {
+		for _, node := range nodes {
+			j, err := floorJob(ns, img, node)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, j)
+		}
+	}
+	jw, err := watchJobs(ctx, e.kube, ns)
+	if err != nil {
+		return nil, err
+	}
+	e.t.Logf("%s: floor of %d bare Jobs", name, len(all))
+	cpu0 := sampleCPU(e.sb.Dir(), 0)
+	began := time.Now()
+	var retries atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	work := make(chan *batchv1.Job)
+	var wg sync.WaitGroup
+	for range e.cfg.FloorParallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				if err := createRetrying(ctx, e, ns, j, &retries); err != nil {
+					errOnce.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+	for _, j := range all {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	created := time.Since(began)
+	last, err := jw.waitFinished(ctx, len(all))
+	if err != nil {
+		return nil, err
+	}
+	cpu1 := sampleCPU(e.sb.Dir(), 0)
+	r := &floorResult{
+		Jobs: len(all), Seconds: round(last.Sub(began).Seconds(), 2), CreateSeconds: round(created.Seconds(), 2),
+		CreatesPerSecond: round(float64(len(all))/created.Seconds(), 1), CreateRetries: retries.Load(),
+		Observed: jw.figures(), CPU: cpuBetween(cpu0, cpu1),
+	}
+	e.t.Logf("%s: floor %.1fs (creates %.1fs, %.0f/s)", name, r.Seconds, r.CreateSeconds, r.CreatesPerSecond)
+	bg := metav1.DeletePropagationBackground
+	if err := e.kube.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
+		return r, err
+	}
+	gone, err := e.waitGone(ns)
+	r.CleanupSeconds = round(gone.Seconds(), 1)
+	return r, err
+}
+
+// createRetrying creates a Job, retrying what an overloaded API server
+// answers (429, timeouts): the floor is what the API server takes, and a
+// refusal under load is part of that.
+func createRetrying(ctx context.Context, e *env, ns string, j *batchv1.Job, retries *atomic.Int64) error {
+	for attempt := 0; ; attempt++ {
+		_, err := e.floorC.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if attempt >= 20 || ctx.Err() != nil {
+			return fmt.Errorf("creating floor Job %s: %w", j.Name, err)
+		}
+		retries.Add(1)
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+}

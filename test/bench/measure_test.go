@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+)
+
+// phase is one measured run of the controller.
+type phase struct {
+	Name  string `json:"name"`
+	Caps  caps   `json:"caps"`
+	Pairs int    `json:"pairs"`
+	// Seconds runs from the cache's creation (scenario 2: from the new
+	// nodes being Ready) to its final status, as seen through a watch.
+	Seconds      float64        `json:"seconds"`
+	RatioToFloor float64        `json:"ratioToFloor,omitempty"`
+	Status       *statusFigures `json:"finalStatus,omitempty"`
+	Jobs         jobFigures     `json:"jobs"`
+	// Requests are counted by the proxy in front of the controller.
+	Requests requestDelta `json:"requests"`
+	// ClientGo is rest_client_requests_total from the controller's metrics
+	// endpoint, by method and code; Metrics the kubefledged_* series.
+	ClientGo             map[string]float64 `json:"clientGoRequests"`
+	Metrics              map[string]float64 `json:"kubefledgedMetrics"`
+	CPU                  cpuDelta           `json:"cpu"`
+	ControllerCPUSeconds float64            `json:"controllerCPUSeconds"`
+	// ControllerPeakRSSMiB is VmHWM of the controller's process, which
+	// started just before the run.
+	ControllerPeakRSSMiB float64 `json:"controllerPeakRSSMiB"`
+	// What the RSS was made of: at the start of the run, and at its end in
+	// anonymous memory, file-backed pages (the binary) and Go heap in use.
+	ControllerStartRSSMiB     float64 `json:"controllerStartRSSMiB"`
+	ControllerEndAnonMiB      float64 `json:"controllerEndRSSAnonMiB"`
+	ControllerEndFileMiB      float64 `json:"controllerEndRSSFileMiB"`
+	ControllerEndHeapInuseMiB float64 `json:"controllerEndGoHeapInuseMiB"`
+	// JobWritesPerPair counts every create, update, patch and delete the
+	// controller sent for Jobs (a deletecollection counts once).
+	JobWritesPerPair float64 `json:"jobWritesPerPair"`
+	// StatusWrites are the controller's writes to the cache during the
+	// operation, start and final status included.
+	StatusWrites              int     `json:"statusWrites"`
+	StatusWritesPerSecond     float64 `json:"statusWritesPerSecond"`
+	StatusWritesPeakPerSecond int     `json:"statusWritesPeakPerSecond"`
+	CleanupSeconds            float64 `json:"cleanupSeconds"`
+	Profile                   string  `json:"profile,omitempty"`
+}
+
+type statusFigures struct {
+	Status          string          `json:"status"`
+	Reason          string          `json:"reason"`
+	Progress        string          `json:"progress"`
+	Counts          v1alpha2.Counts `json:"counts"`
+	FailedImages    int             `json:"failedImages"`
+	FailuresOmitted int32           `json:"failuresOmitted"`
+}
+
+func statusOf(c *v1alpha2.ImageCache) *statusFigures {
+	s := &statusFigures{Status: string(c.Status.Status), Reason: c.Status.Reason, Progress: c.Status.Progress,
+		FailedImages: len(c.Status.Failures), FailuresOmitted: c.Status.FailuresOmitted}
+	if c.Status.Counts != nil {
+		s.Counts = *c.Status.Counts
+	}
+	return s
+}
+
+// meter holds the counters at the start of a measured stretch.
+type meter struct {
+	e       *env
+	ctl     *controller
+	proxy   proxySnapshot
+	metrics map[string]float64
+	cpu     cpuSample
+	mem     memory
+}
+
+func (e *env) startMeter(ctl *controller) (*meter, error) {
+	m, err := ctl.scrape()
+	if err != nil {
+		return nil, err
+	}
+	return &meter{e: e, ctl: ctl, proxy: e.proxy.snapshot(), metrics: m, cpu: sampleCPU(e.sb.Dir(), ctl.pid), mem: memKiB(ctl.pid)}, nil
+}
+
+func (m *meter) stop(p *phase) error {
+	cpu := sampleCPU(m.e.sb.Dir(), m.ctl.pid)
+	px := m.e.proxy.snapshot()
+	after, err := m.ctl.scrape()
+	if err != nil {
+		return err
+	}
+	p.Requests = deltaOf(m.proxy, px)
+	p.ClientGo = metricDelta(m.metrics, after, "rest_client_requests_total")
+	p.Metrics = metricDelta(m.metrics, after, "kubefledged_jobs_", "kubefledged_image_pulls_total")
+	p.CPU = cpuBetween(m.cpu, cpu)
+	p.ControllerCPUSeconds = p.CPU.ByProcess["controller"]
+	mem := memKiB(m.ctl.pid)
+	p.ControllerPeakRSSMiB = mib(mem.HWM)
+	p.ControllerStartRSSMiB = mib(m.mem.RSS)
+	p.ControllerEndAnonMiB, p.ControllerEndFileMiB = mib(mem.Anon), mib(mem.File)
+	p.ControllerEndHeapInuseMiB = round(after["go_memstats_heap_inuse_bytes"]/(1<<20), 1)
+	if p.Pairs > 0 {
+		p.JobWritesPerPair = round(float64(p.Requests.count("jobs", "create", "update", "patch", "delete", "deletecollection"))/float64(p.Pairs), 3)
+	}
+	return nil
+}
+
+// statusWrites fills the status-write figures of one cache over [from, to].
+func (e *env) statusWrites(p *phase, cache string, from, to time.Time) {
+	ts := e.proxy.cacheWriteTimes(from, to)[cache]
+	p.StatusWrites = len(ts)
+	if d := to.Sub(from).Seconds(); d > 0 {
+		p.StatusWritesPerSecond = round(float64(len(ts))/d, 2)
+	}
+	perSecond := map[int64]int{}
+	for _, t := range ts {
+		perSecond[t.Unix()]++
+		p.StatusWritesPeakPerSecond = max(p.StatusWritesPeakPerSecond, perSecond[t.Unix()])
+	}
+}
+
+// untilExit is ctx, ended early if the controller dies: a crashed
+// controller must fail the phase at once, not at its timeout.
+func untilExit(ctx context.Context, ctl *controller) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-ctl.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// measuredCreate runs one controller on a fresh namespace, creates one
+// cache of imgs on every node and measures the operation to its end.
+func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int, deadline time.Duration, profile bool) (*phase, *v1alpha2.ImageCache, error) {
+	ctx, cancel := e.phaseContext()
+	defer cancel()
+	if err := e.namespace(ctx, ns); err != nil {
+		return nil, nil, err
+	}
+	jw, err := watchJobs(ctx, e.kube, ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	cw, err := watchCaches(ctx, e.k8s, ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctl, err := e.runController(ns, c, "--image-pull-deadline-duration="+deadline.String())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ctl.stop()
+	p := &phase{Name: label, Caps: c, Pairs: pairs}
+	m, err := e.startMeter(ctl)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pr *profiler
+	if profile {
+		pr = ctl.profile(e.outDir, ns)
+	}
+	e.t.Logf("%s: %d pulls, %s", label, pairs, c.Name)
+	began := time.Now()
+	cache := newCache(ns, "bench", imgs)
+	if err := e.k8s.Create(ctx, cache); err != nil {
+		return nil, nil, err
+	}
+	wctx, wcancel := untilExit(ctx, ctl)
+	done, final, err := cw.final(wctx, cache.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began)
+	wcancel()
+	if err != nil {
+		if aerr := ctl.alive(); aerr != nil {
+			err = aerr
+		}
+		return nil, nil, err
+	}
+	if err := m.stop(p); err != nil {
+		return nil, nil, err
+	}
+	p.Seconds = round(done.Sub(began).Seconds(), 2)
+	p.Jobs = jw.figures()
+	p.Status = statusOf(final)
+	e.statusWrites(p, cache.Name, began, done)
+	if pr != nil {
+		out := filepath.Join(e.outDir, "cpu-"+ns+".pb.gz")
+		if err := pr.stop(ctx, out); err != nil {
+			e.t.Logf("%s: profile: %v", label, err)
+		} else {
+			p.Profile = out
+		}
+	}
+	e.t.Logf("%s: %s in %.1fs, peak %d Jobs in flight, controller %.1f CPU s, peak RSS %.0f MiB",
+		label, p.Status.Status, p.Seconds, p.Jobs.PeakInFlight, p.ControllerCPUSeconds, p.ControllerPeakRSSMiB)
+	if err := ctl.stop(); err != nil {
+		e.t.Logf("%s: %v", label, err)
+	}
+	gone, err := e.waitGone(ns)
+	p.CleanupSeconds = round(gone.Seconds(), 1)
+	if err != nil {
+		return p, final, fmt.Errorf("%s: %w", label, err)
+	}
+	return p, final, nil
+}
+
+func mib(kib int64) float64 { return round(float64(kib)/1024, 1) }

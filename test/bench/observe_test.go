@@ -1,0 +1,412 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+// Everything the benchmark reports about Jobs and caches is observed from
+// the API server through watches, the way a user would see it, not taken
+// from the controller's own counters. Times are when the event reached the
+// benchmark, which is finer than the API's one-second timestamps.
+
+// inform runs an informer until ctx ends and returns once it has synced.
+func inform(ctx context.Context, lw toolscache.ListerWatcher, obj runtime.Object, h toolscache.ResourceEventHandlerFuncs, transform toolscache.TransformFunc) error {
+	inf := toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
+	if transform != nil {
+		if err := inf.SetTransform(transform); err != nil {
+			return err
+		}
+	}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		return err
+	}
+	go inf.RunWithContext(ctx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("informer for %T did not sync", obj)
+	}
+	return nil
+}
+
+// jobWatch follows the Jobs of one namespace: how many are unfinished at
+// once (overall and per node), when each node's first and last Job appeared
+// and finished.
+type jobWatch struct {
+	mu          sync.Mutex
+	open        map[string]string // unfinished Jobs: name -> node
+	openPerNode map[string]int
+	seen        map[string]bool
+	done        map[string]bool
+	nodes       map[string]*nodeJobs
+
+	peak, peakPerNode int
+	succeeded, failed int
+	deletedUnfinished int
+	firstAdd, lastAdd time.Time
+	lastDone          time.Time
+}
+
+type nodeJobs struct {
+	added, done       int
+	firstAdd, lastAdd time.Time
+	lastDone          time.Time
+}
+
+func watchJobs(ctx context.Context, kube kubernetes.Interface, ns string) (*jobWatch, error) {
+	w := &jobWatch{open: map[string]string{}, openPerNode: map[string]int{}, seen: map[string]bool{}, done: map[string]bool{}, nodes: map[string]*nodeJobs{}}
+	lw := toolscache.NewListWatchFromClient(kube.BatchV1().RESTClient(), "jobs", ns, fields.Everything())
+	// Only metadata and conditions matter here; 10,000 pod templates would
+	// cost the benchmark's process memory for nothing.
+	strip := func(obj any) (any, error) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			j.Spec = batchv1.JobSpec{}
+			j.ManagedFields = nil
+		}
+		return obj, nil
+	}
+	err := inform(ctx, lw, &batchv1.Job{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.update(obj, false) },
+		UpdateFunc: func(_, obj any) { w.update(obj, false) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			w.update(obj, true)
+		},
+	}, strip)
+	return w, err
+}
+
+func (w *jobWatch) update(obj any, deleted bool) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	node := j.Annotations[jobs.AnnotationNode]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.nodes[node]
+	if n == nil {
+		n = &nodeJobs{}
+		w.nodes[node] = n
+	}
+	if !w.seen[j.Name] {
+		w.seen[j.Name] = true
+		n.added++
+		if n.firstAdd.IsZero() {
+			n.firstAdd = now
+		}
+		n.lastAdd = now
+		if w.firstAdd.IsZero() {
+			w.firstAdd = now
+		}
+		w.lastAdd = now
+		if !deleted && !w.done[j.Name] {
+			w.open[j.Name] = node
+			w.openPerNode[node]++
+			w.peak = max(w.peak, len(w.open))
+			w.peakPerNode = max(w.peakPerNode, w.openPerNode[node])
+		}
+	}
+	state := jobState(j)
+	if state == "" && !deleted {
+		return
+	}
+	if _, isOpen := w.open[j.Name]; isOpen {
+		delete(w.open, j.Name)
+		w.openPerNode[node]--
+	}
+	if w.done[j.Name] {
+		return
+	}
+	switch state {
+	case "":
+		w.deletedUnfinished++
+		return
+	case batchv1.JobComplete:
+		w.succeeded++
+	default:
+		w.failed++
+	}
+	w.done[j.Name] = true
+	n.done++
+	n.lastDone = now
+	w.lastDone = now
+}
+
+func jobState(j *batchv1.Job) batchv1.JobConditionType {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return c.Type
+		}
+	}
+	return ""
+}
+
+// jobFigures is what a phase's Jobs looked like from the API server.
+type jobFigures struct {
+	Created           int `json:"created"`
+	Succeeded         int `json:"succeeded"`
+	Failed            int `json:"failed"`
+	DeletedUnfinished int `json:"deletedUnfinished"`
+	PeakInFlight      int `json:"peakInFlight"`
+	PeakInFlightNode  int `json:"peakInFlightPerNode"`
+}
+
+func (w *jobWatch) figures() jobFigures {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return jobFigures{Created: len(w.seen), Succeeded: w.succeeded, Failed: w.failed, DeletedUnfinished: w.deletedUnfinished,
+		PeakInFlight: w.peak, PeakInFlightNode: w.peakPerNode}
+}
+
+// waitFinished waits until n Jobs have finished and returns when the last
+// one did.
+func (w *jobWatch) waitFinished(ctx context.Context, n int) (time.Time, error) {
+	for {
+		w.mu.Lock()
+		finished, last := len(w.done), w.lastDone
+		w.mu.Unlock()
+		if finished >= n {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%d of %d Jobs finished: %w", finished, n, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (w *jobWatch) node(name string) nodeJobs {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.nodes[name]; n != nil {
+		return *n
+	}
+	return nodeJobs{}
+}
+
+// createdOn counts the Jobs seen on nodes not in the set.
+func (w *jobWatch) createdOutside(set map[string]bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for name, nj := range w.nodes {
+		if !set[name] {
+			n += nj.added
+		}
+	}
+	return n
+}
+
+// cacheWatch follows the ImageCaches of one namespace.
+type cacheWatch struct {
+	mu     sync.Mutex
+	events map[string][]cacheEvent
+}
+
+type cacheEvent struct {
+	at    time.Time
+	cache *v1alpha2.ImageCache
+}
+
+func watchCaches(ctx context.Context, c client.WithWatch, ns string) (*cacheWatch, error) {
+	w := &cacheWatch{events: map[string][]cacheEvent{}}
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l := &v1alpha2.ImageCacheList{}
+			return l, c.List(ctx, l, &client.ListOptions{Namespace: ns, Raw: &o})
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &v1alpha2.ImageCacheList{}, &client.ListOptions{Namespace: ns, Raw: &o})
+		},
+	}
+	record := func(obj any) {
+		ic, ok := obj.(*v1alpha2.ImageCache)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		w.events[ic.Name] = append(w.events[ic.Name], cacheEvent{at: time.Now(), cache: ic})
+		w.mu.Unlock()
+	}
+	err := inform(ctx, lw, &v1alpha2.ImageCache{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}, nil)
+	return w, err
+}
+
+// final waits for the cache to end an operation of the given reason that
+// started at or after `after`, and returns when that was seen.
+func (w *cacheWatch) final(ctx context.Context, name, reason string, after time.Time) (time.Time, *v1alpha2.ImageCache, error) {
+	for {
+		if at, c := w.finalSince(name, reason, after); c != nil {
+			return at, c, nil
+		}
+		select {
+		case <-ctx.Done():
+			last := "(none)"
+			w.mu.Lock()
+			if ev := w.events[name]; len(ev) > 0 {
+				st := ev[len(ev)-1].cache.Status
+				last = fmt.Sprintf("%s/%s %s", st.Status, st.Reason, st.Progress)
+			}
+			w.mu.Unlock()
+			return time.Time{}, nil, fmt.Errorf("cache %s: no final %s since %s (last status %s): %w", name, reason, after.Format(time.TimeOnly), last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (w *cacheWatch) finalSince(name, reason string, after time.Time) (time.Time, *v1alpha2.ImageCache) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ev := range w.events[name] {
+		st := ev.cache.Status
+		if isFinal(ev.cache, reason) && !st.StartTime.Time.Before(after.Truncate(time.Second)) {
+			return ev.at, ev.cache
+		}
+	}
+	return time.Time{}, nil
+}
+
+func isFinal(c *v1alpha2.ImageCache, reason string) bool {
+	st := c.Status
+	return st.Status != "" && st.Status != v1alpha2.ImageCacheActionStatusProcessing &&
+		st.Reason == reason && st.CompletionTime != nil && st.StartTime != nil
+}
+
+// operations counts the operations of a cache that started at or after
+// `after`: its status turned Processing with a new start time.
+func (w *cacheWatch) operations(name string, after time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	starts := map[time.Time]bool{}
+	for _, ev := range w.events[name] {
+		st := ev.cache.Status
+		if st.Status == v1alpha2.ImageCacheActionStatusProcessing && st.StartTime != nil && !st.StartTime.Time.Before(after.Truncate(time.Second)) {
+			starts[st.StartTime.Time] = true
+		}
+	}
+	return len(starts)
+}
+
+// nodeWatch records when each node was first seen Ready.
+type nodeWatch struct {
+	mu      sync.Mutex
+	readyAt map[string]time.Time
+}
+
+func watchNodes(ctx context.Context, kube kubernetes.Interface) (*nodeWatch, error) {
+	w := &nodeWatch{readyAt: map[string]time.Time{}}
+	lw := toolscache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "nodes", "", fields.Everything())
+	record := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				w.mu.Lock()
+				if _, ok := w.readyAt[n.Name]; !ok {
+					w.readyAt[n.Name] = time.Now()
+				}
+				w.mu.Unlock()
+			}
+		}
+	}
+	err := inform(ctx, lw, &corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}, nil)
+	return w, err
+}
+
+func (w *nodeWatch) ready(name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.readyAt[name]
+	return t, ok
+}
+
+// finalObjects returns the distinct finished operations of the given reason
+// that started at or after `after`.
+func (w *cacheWatch) finalObjects(name, reason string, after time.Time) []*v1alpha2.ImageCache {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[time.Time]bool{}
+	var out []*v1alpha2.ImageCache
+	for _, ev := range w.events[name] {
+		st := ev.cache.Status
+		if isFinal(ev.cache, reason) && !st.StartTime.Time.Before(after.Truncate(time.Second)) && !seen[st.StartTime.Time] {
+			seen[st.StartTime.Time] = true
+			out = append(out, ev.cache)
+		}
+	}
+	return out
+}
+
+func (w *cacheWatch) finals(name, reason string, after time.Time) int {
+	return len(w.finalObjects(name, reason, after))
+}
+
+// anyProcessing tells whether one of the caches runs an operation.
+func (w *cacheWatch) anyProcessing(names []string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		ev := w.events[n]
+		if len(ev) == 0 || ev[len(ev)-1].cache.Status.Status == v1alpha2.ImageCacheActionStatusProcessing {
+			return true
+		}
+	}
+	return false
+}
+
+// progress returns how many Jobs finished and when a Job last appeared or
+// finished.
+func (w *jobWatch) progress() (int, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last := w.lastAdd
+	if w.lastDone.After(last) {
+		last = w.lastDone
+	}
+	return len(w.done), last
+}
+
+// settledNow tells whether the cache's latest state is a final one of the
+// given reason, and when it first reached that state for good: a burst of
+// joining nodes may take several operations, and only the last one's end
+// counts.
+func (w *cacheWatch) settledNow(name, reason string) (time.Time, *v1alpha2.ImageCache, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ev := w.events[name]
+	i := len(ev)
+	for i > 0 && isFinal(ev[i-1].cache, reason) {
+		i--
+	}
+	if i == len(ev) {
+		return time.Time{}, nil, false
+	}
+	return ev[i].at, ev[len(ev)-1].cache, true
+}
