@@ -37,6 +37,12 @@ type Outcome struct {
 // until Complete or Failed the Job still runs pods, and so still holds its
 // pacing slot.
 func FromJob(job *batchv1.Job, pods []corev1.Pod) Outcome {
+	o := fromJob(job, pods)
+	o.Message = truncate(o.Message, MaxMessage)
+	return o
+}
+
+func fromJob(job *batchv1.Job, pods []corev1.Pod) Outcome {
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
@@ -59,6 +65,12 @@ func FromJob(job *batchv1.Job, pods []corev1.Pod) Outcome {
 // registry's error, a pod stuck Pending on a node that is not ready, or no
 // pod at all. events are the pod's events (only Warnings are read).
 func AtDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outcome {
+	o := atDeadline(job, pods, events)
+	o.Message = truncate(o.Message, MaxMessage)
+	return o
+}
+
+func atDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outcome {
 	if o := FromJob(job, pods); o.State != Pending {
 		return o
 	}
@@ -106,10 +118,10 @@ func fromPods(pods []corev1.Pod) (Outcome, bool) {
 		}
 	}
 	if w, ok := waiting(pod); ok {
-		return Outcome{State: Failed, Reason: w.Reason, Message: w.Message}, true
+		return Outcome{State: Failed, Reason: w.Reason, Message: nonEmpty(w.Message, fmt.Sprintf("Pod %s is waiting: %s", pod.Name, w.Reason))}, true
 	}
 	if pod.Status.Reason != "" {
-		return Outcome{State: Failed, Reason: pod.Status.Reason, Message: pod.Status.Message}, true
+		return Outcome{State: Failed, Reason: pod.Status.Reason, Message: nonEmpty(pod.Status.Message, fmt.Sprintf("Pod %s: %s", pod.Name, pod.Status.Reason))}, true
 	}
 	return Outcome{}, false
 }
