@@ -26,6 +26,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/cachetrim"
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
 	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
@@ -182,8 +183,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		// turn, which controller-runtime would refuse by name otherwise.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}: {Label: ours},
-			&corev1.Pod{}:  {Label: ours},
+			&batchv1.Job{}: {Label: ours, Transform: cachetrim.Job},
+			&corev1.Pod{}:  {Label: ours, Transform: cachetrim.Pod},
+			&corev1.Node{}: {Transform: cachetrim.Node},
 		}},
 	})
 	if err != nil {

@@ -66,8 +66,11 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 // and fixes the final results once nothing is left. It returns when the next
 // Job deadline falls.
 func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (time.Duration, error) {
+	// Read-only views of the cached Jobs and pods: this runs at every
+	// progress step of every operation, and deep copies of 10,000 Jobs were
+	// half the controller's CPU. Nothing below writes to them.
 	list := &batchv1.JobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(cache.Namespace), client.MatchingLabels{jobs.LabelOperation: op.id}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(cache.Namespace), client.MatchingLabels{jobs.LabelOperation: op.id}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	byName := make(map[string]*batchv1.Job, len(list.Items))
@@ -197,7 +200,7 @@ func countsOf(op *operation, inFlight, waiting int) v1alpha2.Counts {
 func (r *Reconciler) listPods(ctx context.Context, ns, opID string) map[string][]corev1.Pod {
 	list := &corev1.PodList{}
 	out := map[string][]corev1.Pod{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelOperation: opID}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelOperation: opID}, client.UnsafeDisableDeepCopy); err != nil {
 		return out
 	}
 	for _, p := range list.Items {
