@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
@@ -72,8 +73,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 
+	configs, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
+	if err != nil {
+		return fmt.Errorf("creating the Helm action config getter: %w", err)
+	}
+	clients, err := newUnlockingGetter(configs, log)
+	if err != nil {
+		return fmt.Errorf("creating the Helm action client getter: %w", err)
+	}
 	for _, w := range ws {
-		r, err := newReconciler(w, o)
+		r, err := newReconciler(w, o, clients)
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -87,7 +96,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	return mgr.Start(ctx)
 }
 
-func newReconciler(w watches.Watch, o Options) (*reconciler.Reconciler, error) {
+func newReconciler(w watches.Watch, o Options, clients helmclient.ActionClientGetter) (*reconciler.Reconciler, error) {
 	maxConcurrent := o.MaxConcurrentReconciles
 	if w.MaxConcurrentReconciles != nil {
 		maxConcurrent = *w.MaxConcurrentReconciles
@@ -101,6 +110,7 @@ func newReconciler(w watches.Watch, o Options) (*reconciler.Reconciler, error) {
 		return nil, err
 	}
 	opts := []reconciler.Option{
+		reconciler.WithActionClientGetter(clients),
 		reconciler.WithChart(*withoutCRDs(w.Chart)),
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
 		reconciler.WithOverrideValues(w.OverrideValues),
