@@ -12,6 +12,7 @@
 package validation
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -43,6 +44,7 @@ const imageSyntax = "use [registry[:port]/]repository[:tag][@digest] in lower ca
 type specRule func(spec *v1alpha2.ImageCacheSpec) field.ErrorList
 
 var specRules = []specRule{
+	validateSize,
 	validateCacheSpec,
 	validatePullSecrets,
 	validateTolerations,
@@ -90,6 +92,32 @@ func validateSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
 		errs = append(errs, rule(spec)...)
 	}
 	return errs
+}
+
+// MaxSpecBytes bounds a spec's JSON. The schema's own limits allow 16,384
+// images of 512 characters (8 MiB); the status keeps a copy of the spec
+// (processedSpec) besides up to MaxFailures failures, and kubectl apply a
+// third in an annotation, and etcd refuses objects over 1.5 MiB. A spec that
+// big was admitted, ran, and then could never write its final status: it
+// stayed Processing for good. 256 KiB (over 3,000 images of usual length)
+// leaves the object well inside the limit; more belongs in several caches.
+const MaxSpecBytes = 256 << 10
+
+func validateSize(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return field.ErrorList{field.Invalid(specPath, "", err.Error())}
+	}
+	if len(raw) <= MaxSpecBytes {
+		return nil
+	}
+	images := 0
+	for _, l := range spec.CacheSpec {
+		images += len(l.Images)
+	}
+	return field.ErrorList{field.Invalid(specPath, fmt.Sprintf("%d images in %d lists", images, len(spec.CacheSpec)),
+		fmt.Sprintf("the spec is %d KiB, over the limit of %d KiB: its status must fit in etcd beside it; split the images over several ImageCaches",
+			len(raw)>>10, MaxSpecBytes>>10))}
 }
 
 func validateCacheSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {

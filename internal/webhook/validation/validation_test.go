@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,23 @@ func goodCache() *v1alpha2.ImageCache {
 			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
 		},
 	}
+}
+
+// bigSpec returns lists of distinct, valid images whose JSON is about n bytes.
+func bigSpec(n int) []v1alpha2.CacheSpecImages {
+	var out []v1alpha2.CacheSpecImages
+	size := 2
+	for l := 0; size < n; l++ {
+		list := v1alpha2.CacheSpecImages{}
+		size += len(`{"images":[]},`)
+		for i := 0; i < 256 && size < n; i++ {
+			img := fmt.Sprintf("registry.example.com/team/app-%03d-%03d:v1.2.3", l, i)
+			list.Images = append(list.Images, img)
+			size += len(img) + 3
+		}
+		out = append(out, list)
+	}
+	return out
 }
 
 func messages(errs field.ErrorList) []string {
@@ -56,6 +74,12 @@ func TestValidateCreate(t *testing.T) {
 		{name: "empty label value selects nodes having the key", mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"node-role.kubernetes.io/worker": ""}
 		}},
+		{name: "spec just under the size limit", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec = bigSpec(MaxSpecBytes - 1024)
+		}},
+		{name: "spec over the size limit", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec = bigSpec(MaxSpecBytes + 1024)
+		}, want: []string{`over the limit of 256 KiB: its status must fit in etcd`}},
 		{name: "no lists", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec = nil },
 			want: []string{`spec.cacheSpec: Invalid value: []: list at least one entry`}},
 		{name: "empty image list", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[1].Images = nil },
