@@ -102,7 +102,7 @@ bench: tools ## Benchmarks on the sandbox; writes docs/benchmarks.md and .json (
 
 .PHONY: build
 build: ## Build the kubefledged binary into bin/.
-	go build -trimpath -o $(LOCALBIN)/kubefledged .
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/kubefledged .
 
 .PHONY: run
 run: build tools ## Run the product: against KUBECONFIG's cluster if one answers, else on a fresh sandbox.

@@ -287,8 +287,10 @@ func binary(t *testing.T) string {
 	buildOnce.Do(func() {
 		begin := time.Now()
 		built = filepath.Join(sandbox.Get().Dir(), "kubefledged")
-		cmd := exec.Command("go", "build", "-o", built, ".")
+		// Static, like the image: shares compiled packages with the other builds.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", built, ".")
 		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -1,0 +1,207 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// TestDisruptions takes away what an operation depends on while it runs:
+// its Jobs, its pods, a node. Others act on the cluster too (an admin
+// cleaning up, the cluster autoscaler removing a node), and an operation
+// that waited forever for a Job that is gone would hold its cache in
+// Processing for good, refusing every edit. Each cache must reach a final
+// status that says, per image and node, what went wrong.
+func TestDisruptions(t *testing.T) {
+	e := Setup(t, builder)
+	ctx := context.Background()
+	ns := e.Namespace(t, "disrupt")
+	jobLog := e.RecordJobs(t)
+	events, unsubscribe := jobLog.Subscribe()
+	defer unsubscribe()
+
+	// Two nodes of its own for the node loss, so the other caches and tests
+	// keep their three. Their taint keeps the other caches off them: those
+	// tolerate only an unrelated taint, and so no taint of these nodes.
+	id := rand.String(4)
+	keep, lost := "chaos-keep-"+id, "chaos-lost-"+id
+	sel := map[string]string{"chaos.kubefledged.io/disruption": id}
+	taint := []corev1.Taint{{Key: "chaos.kubefledged.io/disruption", Value: id, Effect: corev1.TaintEffectNoSchedule}}
+	if err := e.SB.CreateNodes(ctx, sandbox.NodeSpec{Name: keep, Labels: sel, Taints: taint},
+		sandbox.NodeSpec{Name: lost, Labels: sel, Taints: taint}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{keep, lost} {
+			_ = e.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		}
+	})
+	bad := func(s string) string { return sandbox.FailPrefix + "disrupt/" + s + ":v1" }
+	good := func(s string) string { return "example.test/disrupt/" + s + ":v1" }
+	jobsDeleted := NewCache(ns, "jobs-deleted", []string{good("a"), bad("a")})
+	podsDeleted := NewCache(ns, "pods-deleted", []string{good("b"), bad("b")})
+	nodeLost := NewCache(ns, "node-lost", []string{good("c"), bad("c")})
+	nodeLost.Spec.CacheSpec[0].NodeSelector = sel
+	for _, ic := range []*v1alpha2.ImageCache{jobsDeleted, podsDeleted} {
+		ic.Spec.CacheSpec[0].Tolerations = []corev1.Toleration{{Key: "unrelated", Operator: corev1.TolerationOpExists}}
+	}
+
+	p := e.StartController(t, "controller-disrupt", nil)
+	if _, err := Preflight(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, ic := range []*v1alpha2.ImageCache{jobsDeleted, podsDeleted, nodeLost} {
+		if err := e.Client.Create(ctx, ic); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Act on the Jobs as they appear: delete the never-pulling Jobs of one
+	// cache, the pods of another's, and the node of the third's first Job.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	deletedJobs, deletedPods, nodeGone := 0, 0, false
+	timeout := time.After(60 * time.Second)
+	for deletedJobs < 3 || deletedPods < 3 || !nodeGone {
+		var ev JobEvent
+		select {
+		case ev = <-events:
+		case <-timeout:
+			t.Fatalf("disruptions not all made in 60s: jobs %d, pods %d, node %v", deletedJobs, deletedPods, nodeGone)
+		}
+		if ev.Type != "added" || ev.Job.Namespace != ns {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(ev.Job.Name, "jobs-deleted") && ev.Job.Image == bad("a"):
+			deletedJobs++
+			wg.Add(1)
+			go func(name string) {
+				defer wg.Done()
+				if err := deleteJob(ctx, e, ns, name); err != nil {
+					fail(err)
+				}
+			}(ev.Job.Name)
+		case strings.HasPrefix(ev.Job.Name, "pods-deleted") && ev.Job.Image == bad("b"):
+			deletedPods++
+			wg.Add(1)
+			go func(name string) {
+				defer wg.Done()
+				if err := deletePodsOf(ctx, e, ns, name); err != nil {
+					fail(err)
+				}
+			}(ev.Job.Name)
+		case strings.HasPrefix(ev.Job.Name, "node-lost") && ev.Job.Node == lost && !nodeGone:
+			nodeGone = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := e.SB.DeleteNode(ctx, lost); err != nil {
+					fail(fmt.Errorf("deleting node %s: %w", lost, err))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+
+	g := NewWithT(t)
+	reasons := map[string][]string{}
+	for _, ic := range []*v1alpha2.ImageCache{jobsDeleted, podsDeleted, nodeLost} {
+		got := e.WaitFinal(t, client.ObjectKeyFromObject(ic), "", 2*time.Minute)
+		st := got.Status
+		what := fmt.Sprintf("%s: %s %q failures=%v counts=%+v", ic.Name, st.Status, st.Message, st.Failures, st.Counts)
+		g.Expect(st.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), what)
+		g.Expect(st.Counts.InFlight+st.Counts.Waiting).To(BeZero(), what)
+		g.Expect(st.Counts.Succeeded+st.Counts.Failed+st.Counts.AlreadyPresent).To(Equal(st.Counts.Desired), what)
+		for img, l := range st.Failures {
+			for _, f := range l {
+				g.Expect(f.Reason).NotTo(BeEmpty(), what)
+				g.Expect(f.Message).NotTo(BeEmpty(), what)
+				reasons[ic.Name] = append(reasons[ic.Name], fmt.Sprintf("%s@%s=%s", shortImage(img), f.Node, f.Reason))
+			}
+		}
+		switch ic.Name {
+		case "jobs-deleted":
+			g.Expect(st.Failures).To(HaveKey(bad("a")), what)
+			g.Expect(st.Failures).NotTo(HaveKey(good("a")), what)
+			g.Expect(st.Failures[bad("a")]).To(HaveLen(3), what)
+			for _, f := range st.Failures[bad("a")] {
+				g.Expect(f.Reason).To(Equal("JobDeleted"), what)
+			}
+		case "pods-deleted":
+			g.Expect(st.Failures).To(HaveKey(bad("b")), what)
+			g.Expect(st.Failures).NotTo(HaveKey(good("b")), what)
+			g.Expect(st.Failures[bad("b")]).To(HaveLen(3), what)
+		case "node-lost":
+			g.Expect(st.Failures).To(HaveKey(bad("c")), what)
+			g.Expect(st.Failures[bad("c")]).To(HaveLen(2), what)
+			// The good image either made it to the lost node before it went,
+			// or failed there, and only there.
+			for _, f := range st.Failures[good("c")] {
+				g.Expect(f.Node).To(Equal(lost), what)
+			}
+		}
+	}
+	live, err := e.LiveJobs(ctx, ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(names(live)).To(BeEmpty(), "labelled Jobs left after the operations finished")
+	g.Expect(p.Exited()).To(BeFalse(), "the controller exited:\n%s", p.Tail(30))
+	t.Logf("FIGURES disruption: jobs-deleted=%d pods-deleted=%d nodes-deleted=1 reasons=%v", deletedJobs, deletedPods, reasons)
+}
+
+func deleteJob(ctx context.Context, e *Env, ns, name string) error {
+	err := e.Kube.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationBackground)})
+	if err != nil {
+		return fmt.Errorf("deleting Job %s: %w", name, err)
+	}
+	return nil
+}
+
+// deletePodsOf waits for a Job's pod and deletes it, as `kubectl delete pod`
+// would.
+func deletePodsOf(ctx context.Context, e *Env, ns, job string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
+		if err == nil && len(pods.Items) > 0 {
+			for _, p := range pods.Items {
+				if err := e.Kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+					return fmt.Errorf("deleting pod %s: %w", p.Name, err)
+				}
+			}
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no pod of Job %s in 30s", job)
+}
+
+func shortImage(s string) string {
+	if i := strings.LastIndex(s, "/"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,461 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// Scheme holds the built-in types, ImageCache and CRDs.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha2.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	return s
+}
+
+// Builder builds the binary in the background while the sandbox starts:
+// linking takes tens of seconds on a loaded machine, so does the sandbox.
+type Builder struct {
+	done chan struct{}
+	path string
+	err  error
+}
+
+// BuildInBackground starts Build; Wait returns its result.
+func BuildInBackground(suffix string) *Builder {
+	b := &Builder{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		root, err := RepoRoot()
+		if err != nil {
+			b.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		b.path, b.err = Build(ctx, root, suffix)
+	}()
+	return b
+}
+
+// Wait returns the binary's path once built.
+func (b *Builder) Wait() (string, error) {
+	<-b.done
+	return b.path, b.err
+}
+
+// Env is what the fault tests of the controller share.
+type Env struct {
+	Root   string
+	Bin    string
+	SB     *sandbox.Sandbox
+	Client client.Client
+	Kube   kubernetes.Interface
+	// LogDir holds every child's output: $KUBEFLEDGED_CHAOS_LOGS when set
+	// (kept after the run), else the sandbox's own log dir.
+	LogDir string
+}
+
+var (
+	envOnce sync.Once
+	env     *Env
+	envErr  error
+)
+
+// Setup connects to the package's sandbox, waits for the binary and installs
+// the CRDs, once per package.
+func Setup(t testing.TB, b *Builder) *Env {
+	t.Helper()
+	envOnce.Do(func() {
+		env, envErr = setup(b)
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return env
+}
+
+func setup(b *Builder) (*Env, error) {
+	sb := sandbox.Get()
+	if sb == nil {
+		return nil, fmt.Errorf("no sandbox: run from a TestMain that calls sandbox.Main")
+	}
+	bin, err := b.Wait()
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(sb.Config(), client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(sb.Config())
+	if err != nil {
+		return nil, err
+	}
+	logDir := os.Getenv("KUBEFLEDGED_CHAOS_LOGS")
+	if logDir == "" {
+		logDir = filepath.Join(sb.Dir(), "logs")
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	e := &Env{Root: root, Bin: bin, SB: sb, Client: c, Kube: kube, LogDir: logDir}
+	for _, f := range []string{"kubefledged.io_imagecaches.yaml", "charts.helm.kubefledged.io_kubefledgeds.yaml"} {
+		if err := e.InstallCRD(context.Background(), filepath.Join(root, "config", "crd", "bases", f)); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// InstallCRD creates a CRD and waits until its kind is served.
+func (e *Env) InstallCRD(ctx context.Context, file string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := e.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err == nil {
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					// Established precedes discovery; a list proves the kind is served.
+					_, err := e.Kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + crd.Spec.Versions[0].Name)
+					if err == nil {
+						return nil
+					}
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("CRD %s not served after 60s", crd.Name)
+}
+
+// Namespace creates a namespace for one test; its caches are deleted at
+// the end so that the next test's controller finds nothing of it.
+func (e *Env) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns := prefix + "-" + rand.String(5)
+	if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Client.DeleteAllOf(context.Background(), &v1alpha2.ImageCache{}, client.InNamespace(ns))
+		_ = e.Client.DeleteAllOf(context.Background(), &batchv1.Job{}, client.InNamespace(ns),
+			client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
+	return ns
+}
+
+// ControllerFlags are the flags every fault test starts from: no webhook (it
+// is not what these tests break), no endpoints to collide on, short
+// deadlines, refresh off so only the tests start operations, and helper
+// images that the fake nodes "pull" at once.
+func (e *Env) ControllerFlags() map[string]string {
+	return map[string]string{
+		"kubeconfig":                    e.SB.KubeconfigPath(),
+		"leader-elect":                  "false",
+		"leader-election-namespace":     "default",
+		"enable-webhook":                "false",
+		"metrics-bind-address":          "0",
+		"health-probe-bind-address":     "0",
+		"image-pull-deadline-duration":  "6s",
+		"image-cache-refresh-frequency": "0s",
+		"job-retention-policy":          "delete",
+		"helper-image":                  "example.test/kubefledged:chaos",
+		"max-concurrent-jobs-per-node":  "3",
+	}
+}
+
+// StartController runs `kubefledged controller` with ControllerFlags
+// overridden by flags; it is killed when the test ends.
+func (e *Env) StartController(t testing.TB, name string, flags map[string]string) *Process {
+	t.Helper()
+	all := e.ControllerFlags()
+	for k, v := range flags {
+		all[k] = v
+	}
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := []string{"controller"}
+	for _, k := range keys {
+		args = append(args, "--"+k+"="+all[k])
+	}
+	p, err := Start(name, e.Bin, args, e.Root, filepath.Join(e.LogDir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	return p
+}
+
+// Preflight waits for the start-up clean-up of a controller to finish.
+func Preflight(ctx context.Context, p *Process) (Line, error) {
+	return p.WaitLine(ctx, MsgIs("start-up clean-up done"))
+}
+
+// OpStart is an operation a controller process logged as started.
+type OpStart struct {
+	ID, Cache, Kind string
+	At              time.Time
+}
+
+// Operations lists the operations a controller process started, from its
+// log: the only record of which process owns which Jobs.
+func Operations(p *Process) []OpStart {
+	var out []OpStart
+	for _, l := range p.Lines() {
+		if l.Msg() != "operation started" {
+			continue
+		}
+		ns, name := l.Str("namespace"), l.Str("name")
+		if ic, ok := l.Fields["ImageCache"].(map[string]interface{}); ok && name == "" {
+			ns, _ = ic["namespace"].(string)
+			name, _ = ic["name"].(string)
+		}
+		out = append(out, OpStart{ID: l.Str("id"), Cache: ns + "/" + name, Kind: l.Str("operation"), At: l.At})
+	}
+	return out
+}
+
+// NewCache is an ImageCache of one list per argument, each on all nodes.
+func NewCache(ns, name string, lists ...[]string) *v1alpha2.ImageCache {
+	ic := &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, l := range lists {
+		ic.Spec.CacheSpec = append(ic.Spec.CacheSpec, v1alpha2.CacheSpecImages{Images: l})
+	}
+	return ic
+}
+
+// Final reports whether a status is the end of an operation.
+func Final(st v1alpha2.ImageCacheActionStatus) bool {
+	switch st {
+	case v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheActionStatusFailed,
+		v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted:
+		return true
+	}
+	return false
+}
+
+// WaitFinal waits until a cache ends an operation (with the given reason,
+// when not empty) and returns it.
+func (e *Env) WaitFinal(t testing.TB, key client.ObjectKey, reason string, timeout time.Duration) *v1alpha2.ImageCache {
+	t.Helper()
+	ic := &v1alpha2.ImageCache{}
+	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
+		g.Expect(e.Client.Get(context.Background(), key, ic)).To(gomega.Succeed())
+		g.Expect(Final(ic.Status.Status)).To(gomega.BeTrue(), "status %q (%s)", ic.Status.Status, ic.Status.Reason)
+		if reason != "" {
+			g.Expect(ic.Status.Reason).To(gomega.Equal(reason))
+		}
+	}).WithTimeout(timeout).WithPolling(250*time.Millisecond).Should(gomega.Succeed(), "%s did not finish", key)
+	return ic
+}
+
+// JobRecord is what the tests learn of one Job over its life.
+type JobRecord struct {
+	UID, Namespace, Name   string
+	Op, Kind, Image, Node  string
+	Created                time.Time // metadata.creationTimestamp (whole seconds)
+	Seen, Deleted, Settled time.Time // when the test saw it added, deleted, finished
+}
+
+// Key is what identifies a Job's work: the same key twice means the same
+// image pulled twice onto a node within one operation.
+func (r JobRecord) Key() string { return r.Op + " " + r.Kind + " " + r.Image + " " + r.Node }
+
+// JobEvent is a change the recorder saw.
+type JobEvent struct {
+	Type string // added, finished, deleted
+	Job  JobRecord
+}
+
+// JobLog records every labelled Job of the cluster through an informer: it
+// survives apiserver and etcd restarts (it re-lists), and a Job created and
+// deleted within an operation still shows, since the tests read the log,
+// not the cluster.
+type JobLog struct {
+	mu    sync.Mutex
+	byUID map[string]*JobRecord
+	subs  []chan JobEvent
+	stop  chan struct{}
+}
+
+// RecordJobs starts a JobLog until the test ends.
+func (e *Env) RecordJobs(t testing.TB) *JobLog {
+	t.Helper()
+	l := &JobLog{byUID: map[string]*JobRecord{}, stop: make(chan struct{})}
+	f := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = jobs.ManagedSelector().String()
+	}))
+	inf := f.Batch().V1().Jobs().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { l.observe(obj, false) },
+		UpdateFunc: func(_, obj interface{}) { l.observe(obj, false) },
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			l.observe(obj, true)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(l.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the Job recorder did not sync")
+	}
+	t.Cleanup(func() { close(l.stop) })
+	return l
+}
+
+func (l *JobLog) observe(obj interface{}, deleted bool) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, known := l.byUID[string(j.UID)]
+	var events []JobEvent
+	if !known {
+		r = &JobRecord{UID: string(j.UID), Namespace: j.Namespace, Name: j.Name,
+			Op: j.Labels[jobs.LabelOperation], Kind: j.Labels[jobs.LabelKind],
+			Image: j.Annotations[jobs.AnnotationImage], Node: j.Annotations[jobs.AnnotationNode],
+			Created: j.CreationTimestamp.Time, Seen: now}
+		l.byUID[r.UID] = r
+		events = append(events, JobEvent{Type: "added", Job: *r})
+	}
+	if r.Settled.IsZero() {
+		for _, c := range j.Status.Conditions {
+			if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+				r.Settled = now
+				events = append(events, JobEvent{Type: "finished", Job: *r})
+			}
+		}
+	}
+	if deleted && r.Deleted.IsZero() {
+		r.Deleted = now
+		events = append(events, JobEvent{Type: "deleted", Job: *r})
+	}
+	for _, ev := range events {
+		for _, s := range l.subs {
+			select {
+			case s <- ev:
+			default: // a slow subscriber misses events rather than stalling the informer
+			}
+		}
+	}
+}
+
+// Subscribe returns the events from now on, until cancel.
+func (l *JobLog) Subscribe() (<-chan JobEvent, func()) {
+	ch := make(chan JobEvent, 4096)
+	l.mu.Lock()
+	l.subs = append(l.subs, ch)
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i, s := range l.subs {
+			if s == ch {
+				l.subs = append(l.subs[:i], l.subs[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// Records returns every Job seen so far, in order of appearance.
+func (l *JobLog) Records() []JobRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]JobRecord, 0, len(l.byUID))
+	for _, r := range l.byUID {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seen.Before(out[j].Seen) })
+	return out
+}
+
+// Duplicates describes every (operation, kind, image, node) that more than
+// one Job was created for: with fixed names per operation there must be
+// none, whatever was killed or restarted in between.
+func Duplicates(rs []JobRecord) []string {
+	by := map[string][]JobRecord{}
+	for _, r := range rs {
+		by[r.Key()] = append(by[r.Key()], r)
+	}
+	var out []string
+	for k, l := range by {
+		if len(l) > 1 {
+			var names []string
+			for _, r := range l {
+				names = append(names, r.Namespace+"/"+r.Name+" ("+r.UID+")")
+			}
+			out = append(out, fmt.Sprintf("%s: %s", k, strings.Join(names, ", ")))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LiveJobs lists the labelled Jobs in ns straight from the API server.
+func (e *Env) LiveJobs(ctx context.Context, ns string) ([]batchv1.Job, error) {
+	l := &batchv1.JobList{}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: jobs.ManagedSelector()}}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	if err := e.Client.List(ctx, l, opts...); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}

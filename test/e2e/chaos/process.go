@@ -1,0 +1,301 @@
+// Package chaos injects faults into real kube-fledged processes running on the
+// sandbox control plane: SIGKILLs at chosen moments, apiserver and etcd
+// restarts, lost leaders, deleted Jobs, pods and nodes. The tests in this
+// directory check that every ImageCache still ends in the right state;
+// this file holds what they share with the operator's fault tests: building
+// the binary and running it as a child process whose output is timestamped
+// line by line.
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LongEnv turns on the long variants of the fault tests (make test-chaos).
+const LongEnv = "KUBEFLEDGED_CHAOS_LONG"
+
+// Long reports whether the long variants were asked for.
+func Long() bool { return os.Getenv(LongEnv) != "" }
+
+// RepoRoot is the first directory above the working directory holding go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Build builds the kubefledged binary of the repository at root into
+// bin/kubefledged-<suffix>. Each test package uses its own suffix: two
+// packages linking into one path at once could exec a half-written file.
+func Build(ctx context.Context, root, suffix string) (string, error) {
+	out := filepath.Join(root, "bin", "kubefledged-"+suffix)
+	// Built as the image and `make build` build it (static, trimmed paths):
+	// every test that builds the binary then shares one set of compiled
+	// packages in the build cache, which matters on a cold CI machine.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// Line is one line of a child's output, stamped when it arrived. Logs carry
+// only whole seconds; ordering a takeover against Job creations needs better.
+type Line struct {
+	At   time.Time
+	Text string
+	// Fields are the line's JSON fields (zap's production format), or nil.
+	Fields map[string]interface{}
+}
+
+// Msg is the log message of a JSON line.
+func (l Line) Msg() string { s, _ := l.Fields["msg"].(string); return s }
+
+// Str is a string field of a JSON line.
+func (l Line) Str(key string) string { s, _ := l.Fields[key].(string); return s }
+
+// Process is a child process under test.
+type Process struct {
+	Name    string
+	Started time.Time
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+
+	mu     sync.Mutex
+	lines  []Line
+	wake   chan struct{} // closed and replaced whenever a line arrives
+	killed time.Time
+}
+
+type startRequest struct {
+	cmd *exec.Cmd
+	res chan error
+}
+
+var (
+	starterOnce sync.Once
+	starterCh   = make(chan startRequest)
+)
+
+// startCmd forks from one goroutine locked to its OS thread for good:
+// Pdeathsig fires when the forking thread exits, and the Go runtime may
+// retire an ordinary goroutine's thread while the child should live on.
+func startCmd(cmd *exec.Cmd) error {
+	starterOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread()
+			for req := range starterCh {
+				req.res <- req.cmd.Start()
+			}
+		}()
+	})
+	req := startRequest{cmd: cmd, res: make(chan error, 1)}
+	starterCh <- req
+	return <-req.res
+}
+
+// Start runs bin with args in dir. Its output goes to logPath, each line
+// prefixed with its arrival time, and is kept for WaitLine and Lines. The
+// child dies with the test binary (Pdeathsig), so a failed test leaves no
+// controller behind to disturb the next.
+func Start(name, bin string, args []string, dir, logPath string) (*Process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(logFile, "### %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	if err := startCmd(cmd); err != nil {
+		_ = logFile.Close()
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	_ = w.Close()
+	p := &Process{Name: name, Started: time.Now(), cmd: cmd, done: make(chan struct{}), wake: make(chan struct{})}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		p.read(r, logFile)
+	}()
+	go func() {
+		p.waitErr = cmd.Wait()
+		<-read
+		_ = r.Close()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *Process) read(r io.Reader, log io.Writer) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		l := Line{At: time.Now(), Text: sc.Text()}
+		if strings.HasPrefix(l.Text, "{") {
+			var f map[string]interface{}
+			if json.Unmarshal([]byte(l.Text), &f) == nil {
+				l.Fields = f
+			}
+		}
+		fmt.Fprintf(log, "%s %s\n", l.At.Format("15:04:05.000"), l.Text)
+		p.mu.Lock()
+		p.lines = append(p.lines, l)
+		close(p.wake)
+		p.wake = make(chan struct{})
+		p.mu.Unlock()
+	}
+}
+
+// PID of the child.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the child has exited and its output is drained.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done is closed when the child has exited and its output is drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is the child's exit, once Done is closed.
+func (p *Process) Err() error { return p.waitErr }
+
+// Kill sends SIGKILL, as the OOM killer or a node failure would, waits for
+// the child to be reaped and returns when the signal was sent.
+func (p *Process) Kill() time.Time {
+	p.mu.Lock()
+	if p.killed.IsZero() {
+		p.killed = time.Now()
+	}
+	at := p.killed
+	p.mu.Unlock()
+	if !p.Exited() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-p.done
+	return at
+}
+
+// Stop asks the child to stop (SIGTERM) and kills it after grace.
+func (p *Process) Stop(grace time.Duration) {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
+// Lines returns a copy of the output so far.
+func (p *Process) Lines() []Line {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Line{}, p.lines...)
+}
+
+// Tail is the last n lines, for failure messages.
+func (p *Process) Tail(n int) string {
+	ls := p.Lines()
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// WaitLine returns the first line, old or new, for which match holds. It
+// fails when ctx ends or the child exits without printing one.
+func (p *Process) WaitLine(ctx context.Context, match func(Line) bool) (Line, error) {
+	seen := 0
+	for {
+		p.mu.Lock()
+		lines := p.lines[seen:]
+		wake := p.wake
+		p.mu.Unlock()
+		for _, l := range lines {
+			if match(l) {
+				return l, nil
+			}
+		}
+		seen += len(lines)
+		select {
+		case <-wake:
+		case <-p.done:
+			// Drained: one last look at what arrived before the exit.
+			for _, l := range p.Lines()[seen:] {
+				if match(l) {
+					return l, nil
+				}
+			}
+			return Line{}, fmt.Errorf("%s exited (%v) before the awaited line; last lines:\n%s", p.Name, p.waitErr, p.Tail(30))
+		case <-ctx.Done():
+			return Line{}, fmt.Errorf("%s: no awaited line: %w; last lines:\n%s", p.Name, ctx.Err(), p.Tail(30))
+		}
+	}
+}
+
+// MsgIs matches a JSON log line by its message.
+func MsgIs(msg string) func(Line) bool {
+	return func(l Line) bool { return l.Msg() == msg }
+}
+
+// Contains matches any line containing s.
+func Contains(s string) func(Line) bool {
+	return func(l Line) bool { return strings.Contains(l.Text, s) }
+}
+
+// ContainsFold matches any line containing s, ignoring case: client-go's
+// own messages changed case between releases.
+func ContainsFold(s string) func(Line) bool {
+	s = strings.ToLower(s)
+	return func(l Line) bool { return strings.Contains(strings.ToLower(l.Text), s) }
+}
