@@ -1,1 +1,23 @@
-# Real node targets (filled in by the real-node work).
+# The real node (kubelet + Debian's containerd + bridge CNI) beside the kwok nodes.
+# test/sandbox/realnode starts it; test/e2e/realnode runs on it. Both skip, naming
+# what is missing, on a machine without these parts.
+
+# Built from the same wrapper module and with the same version stamps as the
+# control plane: the node must report the cluster's version, not v0.0.0-master. Keep
+# it pinned with the control plane: 1.35 still runs on this machine's cgroup v1 when
+# told to (failCgroupV1: false), which later kubelets may not.
+$(LOCALBIN)/kubelet:
+	mkdir -p $(LOCALBIN)
+	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/kubelet \
+		k8s.io/kubernetes/cmd/kubelet
+
+.PHONY: realnode-deps
+realnode-deps: ## Install the real node's Debian packages (containerd, CNI plugins, iptables, iproute2, nftables) when missing.
+	hack/realnode-deps.sh
+
+.PHONY: realnode-tools
+realnode-tools: realnode-deps $(LOCALBIN)/kubelet ## Everything the real-node tests need.
+
+.PHONY: test-realnode
+test-realnode: tools realnode-tools ## Run only the real-node tests (as root).
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/sandbox/realnode/... ./test/e2e/realnode/...

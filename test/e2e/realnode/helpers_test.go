@@ -1,0 +1,193 @@
+package realnode_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+// deadline is the operations' image pull deadline: a missing image gives ErrImagePull
+// within about 1.5 s on this node but ImagePullBackOff only after 13-16 s, and the tests
+// want to see the latter.
+const deadline = 30 * time.Second
+
+// opTimeout bounds one operation, seen from the test.
+const opTimeout = deadline + 45*time.Second
+
+// runController starts the controller in-process, with our image from the node's registry
+// as its helper and the node's own containerd socket for the delete Jobs; the returned
+// function stops it (it also runs at the test's end).
+func runController(t *testing.T, retain bool) (stop func()) {
+	t.Helper()
+	o := commands.NewControllerOptions()
+	o.LeaderElect = false
+	o.Webhook.Enable = false
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Deadline.Value = deadline
+	o.RefreshEvery.Value = 0
+	o.HelperImage = helperImage
+	o.CRISocketPath = node.CRISocket()
+	o.MaxJobsPerNode.Value = 8
+	if retain {
+		o.Retention.Value = "retain"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- commands.RunController(ctx, sb.Config(), o) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("controller exited: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("controller did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := "realnode-" + rand.String(6)
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// onNode is a cache whose one list selects the real node only, by its hostname label: the
+// kwok node beside it must get no Job.
+func onNode(ns, name string, images ...string) *v1alpha2.ImageCache {
+	return &v1alpha2.ImageCache{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{
+			Images:       images,
+			NodeSelector: map[string]string{corev1.LabelHostname: node.Name()},
+		}}},
+	}
+}
+
+func imageRefs(names ...string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = refs[n]
+	}
+	return out
+}
+
+// tick waits for the next whole second: status times have a resolution of one second, so
+// an operation started after tick has a startTime no earlier than it.
+func tick() time.Time {
+	next := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(next))
+	return next
+}
+
+// final waits for the cache to finish an operation with the given reason that started at
+// or after `after`.
+func final(g Gomega, key client.ObjectKey, reason string, after time.Time) *v1alpha2.ImageCache {
+	c := &v1alpha2.ImageCache{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+		g.Expect(c.Status.Status).NotTo(BeElementOf(v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheActionStatus("")))
+		g.Expect(c.Status.Reason).To(Equal(reason))
+		g.Expect(c.Status.CompletionTime).NotTo(BeNil())
+		g.Expect(c.Status.StartTime.Time.Before(after.Truncate(time.Second))).To(BeFalse(), "started before %s", after)
+	}).WithTimeout(opTimeout).WithPolling(250 * time.Millisecond).Should(Succeed())
+	return c
+}
+
+func annotate(g Gomega, key client.ObjectKey, annotation string) time.Time {
+	at := tick()
+	c := &v1alpha2.ImageCache{}
+	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+	patch := client.MergeFrom(c.DeepCopy())
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annotation] = ""
+	g.Expect(k8s.Patch(context.Background(), c, patch)).To(Succeed())
+	return at
+}
+
+func jobsOf(g Gomega, ns string, labels client.MatchingLabels) []batchv1.Job {
+	l := &batchv1.JobList{}
+	g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns), labels)).To(Succeed())
+	return l.Items
+}
+
+func podsOf(g Gomega, ns, job string) []corev1.Pod {
+	l := &corev1.PodList{}
+	g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: job})).To(Succeed())
+	return l.Items
+}
+
+// jobLog records the Jobs created in a namespace: what an operation started is what shows
+// whether an update pulled only what it added.
+type jobLog struct {
+	mu   sync.Mutex
+	jobs []string // "kind image node"
+}
+
+func recordJobs(t *testing.T, ns string) *jobLog {
+	t.Helper()
+	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &jobLog{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added {
+				l.mu.Lock()
+				l.jobs = append(l.jobs, j.Labels[jobs.LabelKind]+" "+j.Annotations[jobs.AnnotationImage]+" "+j.Annotations[jobs.AnnotationNode])
+				l.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return l
+}
+
+// take returns the Jobs seen so far and forgets them.
+func (l *jobLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.jobs
+	l.jobs = nil
+	return out
+}
+
+// inRuntime tells whether containerd holds the image, asked through CRI as the kubelet asks.
+func inRuntime(g Gomega, ref string) bool {
+	img, err := node.ImageStatus(context.Background(), ref)
+	g.Expect(err).NotTo(HaveOccurred())
+	return img != nil
+}
+
+// took is how long a finished Job ran, for the figures in the test log.
+func took(j batchv1.Job) time.Duration {
+	if j.Status.StartTime == nil || j.Status.CompletionTime == nil {
+		return 0
+	}
+	return j.Status.CompletionTime.Sub(j.Status.StartTime.Time)
+}

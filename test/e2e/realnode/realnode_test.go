@@ -1,0 +1,234 @@
+package realnode_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+// TestRealNode runs every operation on the real node with one controller that retains its
+// Jobs, so that the pods can be inspected afterwards. The operations run in parallel (each on
+// images of its own); the restart comes last because it deletes every retained Job.
+func TestRealNode(t *testing.T) {
+	needNode(t)
+	stop := runController(t, true)
+	var missingNS string
+	t.Run("operations", func(t *testing.T) {
+		t.Run("PullSucceeds", testPullSucceeds)
+		t.Run("MissingImageFails", func(t *testing.T) { missingNS = testMissingImageFails(t) })
+		t.Run("UpdatePullsOnlyTheAddedImage", testUpdatePullsOnlyTheAddedImage)
+		t.Run("PurgeRemovesFromTheRuntime", testPurgeRemovesFromTheRuntime)
+	})
+	t.Run("RestartRemovesRetainedJobs", func(t *testing.T) {
+		if missingNS == "" {
+			t.Skip("MissingImageFails left no retained Job to remove")
+		}
+		testRestartRemovesRetainedJobs(t, stop, missingNS)
+	})
+}
+
+// testPullSucceeds: both of the pull Job's containers really run on the node (our helper
+// image's copy-self, then our binary inside the target image) and the images land in
+// containerd, the multi-layer one included.
+func testPullSucceeds(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ns := namespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "pull"}
+	images := imageRefs("small-a", multiLayer)
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), onNode(ns, "pull", images...))).To(Succeed())
+	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	t.Logf("create of %d images took %s", len(images), c.Status.CompletionTime.Sub(c.Status.StartTime.Time))
+	for _, ref := range append(images, helperImage) {
+		g.Expect(inRuntime(g, ref)).To(BeTrue(), "%s is not in containerd", ref)
+	}
+
+	js := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "pull"})
+	g.Expect(js).To(HaveLen(len(images)), "one Job per image, on the real node only")
+	for _, j := range js {
+		g.Expect(j.Annotations[jobs.AnnotationNode]).To(Equal(node.Name()))
+		g.Expect(j.Labels[jobs.LabelResult]).To(Equal(jobs.ResultSucceeded))
+		pods := podsOf(g, ns, j.Name)
+		g.Expect(pods).To(HaveLen(1))
+		p := pods[0]
+		g.Expect(p.Spec.NodeName).To(Equal(node.Name()))
+		g.Expect(p.Status.InitContainerStatuses).To(HaveLen(1))
+		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+		for _, cs := range []corev1.ContainerStatus{p.Status.InitContainerStatuses[0], p.Status.ContainerStatuses[0]} {
+			g.Expect(cs.State.Terminated).NotTo(BeNil(), "container %s did not run", cs.Name)
+			g.Expect(cs.State.Terminated.ExitCode).To(BeZero(), "container %s: %+v", cs.Name, cs.State.Terminated)
+			g.Expect(cs.ImageID).NotTo(BeEmpty())
+		}
+		g.Expect(p.Status.ContainerStatuses[0].Image).To(Equal(j.Annotations[jobs.AnnotationImage]))
+		t.Logf("pull Job of %s ran %s; kubelet: %s", j.Annotations[jobs.AnnotationImage], took(j), pulled(g, ns, p.Name))
+	}
+}
+
+// pulled is what the kubelet's Pulled events of a pod say, for the figures in the log.
+func pulled(g Gomega, ns, pod string) []string {
+	l := &corev1.EventList{}
+	g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
+	var out []string
+	for _, e := range l.Items {
+		if e.InvolvedObject.Name == pod && e.Reason == "Pulled" {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// testMissingImageFails: the registry's 404 reaches the cache's failures in the runtime's
+// own words, and the retained pod is really in ImagePullBackOff with the kubelet's events.
+// It returns the namespace of the retained Job for the restart test.
+func testMissingImageFails(t *testing.T) string {
+	t.Parallel()
+	g := NewWithT(t)
+	ns := namespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "missing"}
+	good, bad := refs["small-b"], refs[missing]
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), onNode(ns, "missing", good, bad))).To(Succeed())
+	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
+	g.Expect(c.Status.Failures).To(HaveLen(1))
+	g.Expect(c.Status.Failures[bad]).To(HaveLen(1))
+	f := c.Status.Failures[bad][0]
+	g.Expect(f.Node).To(Equal(node.Name()))
+	g.Expect(f.Reason).To(BeElementOf("ImagePullBackOff", "ErrImagePull"))
+	g.Expect(f.Message).To(ContainSubstring(bad))
+	g.Expect(f.Message).To(ContainSubstring("not found"), "containerd's message for a 404")
+	ran := c.Status.CompletionTime.Sub(c.Status.StartTime.Time)
+	t.Logf("failure after %s: %s: %s", ran, f.Reason, f.Message)
+	g.Expect(ran).To(BeNumerically("<=", deadline+20*time.Second))
+	g.Expect(inRuntime(g, good)).To(BeTrue())
+	g.Expect(inRuntime(g, bad)).To(BeFalse())
+
+	expired := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing", jobs.LabelResult: jobs.ResultExpired})
+	g.Expect(expired).To(HaveLen(1))
+	pods := podsOf(g, ns, expired[0].Name)
+	g.Expect(pods).To(HaveLen(1))
+	pod := pods[0].Name
+	// Between retries the kubelet shows ErrImagePull again for a moment.
+	g.Eventually(func(g Gomega) string {
+		p := &corev1.Pod{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, p)).To(Succeed())
+		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+		g.Expect(p.Status.ContainerStatuses[0].State.Waiting).NotTo(BeNil())
+		return p.Status.ContainerStatuses[0].State.Waiting.Reason
+	}).WithTimeout(deadline).WithPolling(250 * time.Millisecond).Should(Equal("ImagePullBackOff"))
+	g.Eventually(func(g Gomega) []string {
+		l := &corev1.EventList{}
+		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
+		var got []string
+		for _, e := range l.Items {
+			if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod {
+				got = append(got, e.Type+" "+e.Reason+" "+e.Message)
+			}
+		}
+		return got
+	}).WithTimeout(10 * time.Second).Should(And(
+		ContainElement(And(HavePrefix("Warning Failed "), ContainSubstring(bad), ContainSubstring("not found"))),
+		ContainElement(HavePrefix("Normal BackOff Back-off pulling image")),
+	))
+	return ns
+}
+
+// testUpdatePullsOnlyTheAddedImage: an update runs one Job, for the image the list gained.
+func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ns := namespace(t)
+	rec := recordJobs(t, ns)
+	key := client.ObjectKey{Namespace: ns, Name: "update"}
+	first, added := refs["small-c"], refs["small-d"]
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), onNode(ns, "update", first))).To(Succeed())
+	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	g.Expect(rec.take()).To(ConsistOf("pull " + first + " " + node.Name()))
+
+	t1 := tick()
+	// The controller may still write the create's status; the edit goes on a fresh read.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), key, c); err != nil {
+			return err
+		}
+		c.Spec.CacheSpec[0].Images = []string{first, added}
+		return k8s.Update(context.Background(), c)
+	})).To(Succeed())
+	c = final(g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	g.Expect(rec.take()).To(ConsistOf("pull " + added + " " + node.Name()))
+	g.Expect(inRuntime(g, first)).To(BeTrue())
+	g.Expect(inRuntime(g, added)).To(BeTrue())
+}
+
+// testPurgeRemovesFromTheRuntime: the delete Jobs run our CRI client against the node's
+// containerd socket, and the images are gone from the runtime, not merely from a status.
+func testPurgeRemovesFromTheRuntime(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ns := namespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "purge"}
+	images := imageRefs("small-e", "small-f")
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), onNode(ns, "purge", images...))).To(Succeed())
+	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	for _, ref := range images {
+		g.Expect(inRuntime(g, ref)).To(BeTrue(), "%s is not in containerd before the purge", ref)
+	}
+
+	t1 := annotate(g, key, v1alpha2.PurgeAnnotation)
+	c = final(g, key, v1alpha2.ImageCacheReasonImageCachePurge, t1)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesDeletedSuccessfully))
+	for _, ref := range images {
+		g.Expect(inRuntime(g, ref)).To(BeFalse(), "%s is still in containerd after the purge", ref)
+	}
+	js := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "purge", jobs.LabelKind: string(jobs.Delete)})
+	g.Expect(js).To(HaveLen(len(images)))
+	for _, j := range js {
+		pods := podsOf(g, ns, j.Name)
+		g.Expect(pods).To(HaveLen(1))
+		g.Expect(pods[0].Status.ContainerStatuses).To(HaveLen(1))
+		term := pods[0].Status.ContainerStatuses[0].State.Terminated
+		g.Expect(term).NotTo(BeNil())
+		g.Expect(term.ExitCode).To(BeZero())
+		g.Expect(term.Message).To(ContainSubstring("removed"), "the CRI client's answer, from the termination log")
+		t.Logf("delete Job of %s ran %s: %s", j.Annotations[jobs.AnnotationImage], took(j), term.Message)
+	}
+}
+
+// testRestartRemovesRetainedJobs: a restarted controller deletes the retained Job whose pod
+// is still backing off, and the kubelet really tears the pod down (the pod object goes only
+// once the kubelet has confirmed it stopped).
+func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string) {
+	g := NewWithT(t)
+	retained := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing"})
+	g.Expect(retained).NotTo(BeEmpty())
+	pods := &corev1.PodList{}
+	g.Expect(k8s.List(context.Background(), pods, client.InNamespace(ns))).To(Succeed())
+	g.Expect(pods.Items).NotTo(BeEmpty())
+	stop()
+	begin := time.Now()
+	runController(t, true)
+	g.Eventually(func(g Gomega) {
+		g.Expect(jobsOf(g, ns, client.MatchingLabels{})).To(BeEmpty())
+		l := &corev1.PodList{}
+		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
+		g.Expect(l.Items).To(BeEmpty())
+	}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+	t.Logf("retained Jobs and their pods gone %s after the restart", time.Since(begin).Round(time.Millisecond))
+}

@@ -1,0 +1,244 @@
+// Package realnode_test runs the ImageCache controller in-process against the sandbox with a
+// real node beside its kwok node: images come from a registry in the test process and are
+// really pulled by containerd, really fail, and are really removed through CRI by our own
+// helper image, built from this repository by the test.
+//
+// The package skips, naming what is missing, on a machine that cannot run a real node (see
+// realnode.Check); the kwok suites cover the controller's flow there.
+package realnode_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
+)
+
+var (
+	// skipReason is set when this machine cannot run a real node.
+	skipReason string
+	sb         *sandbox.Sandbox
+	node       *realnode.Node
+	k8s        client.WithWatch
+	kube       kubernetes.Interface
+	scheme     = commands.Scheme()
+	// helperImage is our own image in the node's registry: the binary built by TestMain.
+	helperImage string
+	// refs maps a test image's short name (e.g. "small-a") to its reference in the registry.
+	refs = map[string]string{}
+)
+
+// Test images. Each has content of its own, so that removing one through CRI (which
+// removes by image ID) can never take another with it.
+var (
+	smallImages = []string{"small-a", "small-b", "small-c", "small-d", "small-e", "small-f"}
+	multiLayer  = "multi"
+	// missing is never pushed: pulls of it fail with the registry's 404.
+	missing = "does-not-exist"
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if err := realnode.Check(realnode.Options{}); err != nil {
+		// CI on a machine that can run the node sets this, so that a lost package or a
+		// missing build step fails the run instead of skipping it.
+		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
+			return fail("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
+		}
+		skipReason = err.Error()
+		return m.Run()
+	}
+	// Setup only: the static build is cold on a fresh CI machine (every
+	// dependency compiled without cgo), which took 9 minutes on two loaded
+	// cores; warm, setup is seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	tmp, err := os.MkdirTemp("", "kubefledged-e2e-realnode-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(tmp)
+	// The product binary builds while the cluster starts: cold, it is the longest step.
+	bin := filepath.Join(tmp, "kubefledged")
+	built := make(chan error, 1)
+	go func() {
+		t0 := time.Now()
+		err := realnode.BuildStatic(ctx, "github.com/kubefledged/kube-fledged", bin)
+		fmt.Fprintf(os.Stderr, "e2e/realnode: kubefledged built (static) in %s\n", time.Since(t0).Round(time.Millisecond))
+		built <- err
+	}()
+
+	if sb, err = sandbox.Start(ctx, sandbox.Options{Nodes: 1}); err != nil {
+		<-built
+		return fail("sandbox: %v", err)
+	}
+	var stopOnce sync.Once
+	var stopErr error
+	stop := func() error {
+		stopOnce.Do(func() {
+			// Node and control plane stop at once: one by one took several seconds more.
+			var wg sync.WaitGroup
+			var nerr, serr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if node != nil {
+					nerr = node.Stop()
+				}
+			}()
+			go func() { defer wg.Done(); serr = sb.Stop() }()
+			wg.Wait()
+			stopErr = errors.Join(nerr, serr)
+		})
+		return stopErr
+	}
+	defer func() { _ = stop() }()
+	// An interrupted run must still give the host back.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		_ = stop()
+		os.Exit(1)
+	}()
+	defer signal.Stop(sigs)
+
+	node, err = realnode.Start(ctx, sb, realnode.Options{})
+	if err != nil {
+		<-built
+		return fail("real node: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "e2e/realnode: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
+	if err := <-built; err != nil {
+		return fail("%v", err)
+	}
+	if err := pushImages(ctx, bin); err != nil {
+		return fail("%v", err)
+	}
+	if err := connect(ctx); err != nil {
+		return fail("%v", err)
+	}
+	code := m.Run()
+	t0 := time.Now()
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e/realnode: stop: %v\n", err)
+		code = 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e/realnode: node and sandbox stopped in %s\n", time.Since(t0).Round(time.Millisecond))
+	return code
+}
+
+func fail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "e2e/realnode: "+format+"\n", args...)
+	return 1
+}
+
+func pushImages(ctx context.Context, bin string) error {
+	helper, err := realnode.BinaryImage(bin, "/kubefledged")
+	if err != nil {
+		return err
+	}
+	if helperImage, err = node.Push(ctx, "kubefledged:test", helper); err != nil {
+		return err
+	}
+	for _, name := range smallImages {
+		l, err := realnode.NewLayer(realnode.File{Path: "/data/" + name + ".txt", Data: []byte("test image " + name + "\n")})
+		if err != nil {
+			return err
+		}
+		if err := push(ctx, name, l); err != nil {
+			return err
+		}
+	}
+	var layers []v1.Layer
+	for i := range 3 {
+		l, err := realnode.NewLayer(realnode.File{Path: fmt.Sprintf("/layer-%d/data", i), Data: []byte(fmt.Sprintf("layer %d of %s\n", i, multiLayer))})
+		if err != nil {
+			return err
+		}
+		layers = append(layers, l)
+	}
+	if err := push(ctx, multiLayer, layers...); err != nil {
+		return err
+	}
+	refs[missing] = node.Registry() + "/" + missing + ":v1"
+	return nil
+}
+
+func push(ctx context.Context, name string, layers ...v1.Layer) error {
+	img, err := realnode.NewImage(nil, layers...)
+	if err != nil {
+		return err
+	}
+	ref, err := node.Push(ctx, name+":v1", img)
+	refs[name] = ref
+	return err
+}
+
+// connect makes the clients and installs the CRD.
+func connect(ctx context.Context) error {
+	logFile, err := os.Create(filepath.Join(sb.Dir(), "controller.log"))
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	cfg := sb.Config()
+	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	kube = kubernetes.NewForConfigOrDie(cfg)
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		return err
+	}
+	s := commands.Scheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err := k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("the ImageCache CRD is not served after 30s")
+}
+
+// needNode skips a test on a machine that cannot run a real node.
+func needNode(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}

@@ -1,0 +1,193 @@
+package realnode
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// File is one entry of a test image's layer.
+type File struct {
+	Path string // absolute path in the image
+	Data []byte
+	Mode int64 // permission bits; 0 means 0644
+}
+
+// epoch keeps layers byte-for-byte reproducible, so an image built twice has one digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// NewLayer makes a layer holding files, with their parent directories.
+func NewLayer(files ...File) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	sorted := append([]File{}, files...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for _, f := range sorted {
+		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
+		if p == "" {
+			return nil, fmt.Errorf("realnode: layer file without a path")
+		}
+		var parents []string
+		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append([]string{d}, parents...)
+			dirs[d] = true
+		}
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+				return nil, err
+			}
+		}
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: mode, Size: int64(len(f.Data)), ModTime: epoch}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	// BestSpeed: the product binary is tens of MB, and default compression costs seconds
+	// per start for nothing a test measures.
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed))
+}
+
+// NewImage stacks layers on an empty base. The platform is set explicitly: an empty base
+// leaves os and architecture blank, and containerd refuses to unpack an image that does
+// not match its platform.
+func NewImage(entrypoint []string, layers ...v1.Layer) (v1.Image, error) {
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config.Entrypoint = entrypoint
+	cf.Created = v1.Time{Time: epoch}
+	return mutate.ConfigFile(img, cf)
+}
+
+// BinaryImage is an image holding one executable, bin, at the path at, which is also its
+// entrypoint.
+func BinaryImage(bin, at string) (v1.Image, error) {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	l, err := NewLayer(File{Path: at, Data: data, Mode: 0o755})
+	if err != nil {
+		return nil, err
+	}
+	return NewImage([]string{at}, l)
+}
+
+// BuildStatic builds the Go package pkg (a path inside this module) into out as a static
+// binary: images built on an empty base have no C library to link against.
+func BuildStatic(ctx context.Context, pkg, out string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("realnode: go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// moduleRoot is the first dir above the working directory holding go.mod.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = path.Dir(d) {
+		if _, err := os.Stat(path.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if path.Dir(d) == d {
+			return "", fmt.Errorf("realnode: no go.mod above %s", wd)
+		}
+	}
+}
+
+// registryServer is an OCI registry in the test process, on loopback: images are pushed by
+// the tests and pulled by containerd, with no Docker and no internet.
+type registryServer struct {
+	host string // 127.0.0.1:port
+	srv  *http.Server
+}
+
+func startRegistry() (*registryServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &registryServer{
+		host: ln.Addr().String(),
+		srv:  &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second},
+	}
+	go func() {
+		if err := r.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "realnode: registry: %v\n", err)
+		}
+	}()
+	return r, nil
+}
+
+func (r *registryServer) push(ctx context.Context, repoTag string, img v1.Image) (string, error) {
+	ref := r.host + "/" + repoTag
+	parsed, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(parsed, img, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("realnode: push %s: %w", ref, err)
+	}
+	return ref, nil
+}
+
+func (r *registryServer) close() {
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = r.srv.Shutdown(ctx)
+}

@@ -1,0 +1,651 @@
+// Package realnode adds a real node to a running sandbox: a kubelet on Debian's containerd,
+// with a bridge CNI network and an OCI registry served from the test process, all on
+// 127.0.0.1. kwok's fake nodes prove the controller's flow at scale but pull nothing; on
+// this node the pull Job's containers really run, a missing image really fails with the
+// runtime's own message, and the delete Job really removes images through CRI.
+//
+// A kubelet changes the host (sysctls, iptables chains, cgroups, mounts, a bridge, files
+// under /run and /var). Start records the host's state in a journal before the first
+// change, and Stop, or the next Start after a test binary died, puts all of it back. Only
+// one real node runs per host: a second Start waits for the first to stop.
+package realnode
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// Options configures Start. The zero value is a working node.
+type Options struct {
+	// Dir holds containerd's and the kubelet's state, their configs and logs/. Empty means
+	// $KUBEFLEDGED_REALNODE_DIR, else a fresh temporary dir that Stop removes; a given Dir
+	// keeps its logs/ after Stop, for reading after a failed test.
+	Dir string
+	// BinDir holds kubelet. Empty: $KUBEFLEDGED_BIN_DIR, else <repo root>/bin.
+	BinDir string
+	// NodeName defaults to the host name when it is a valid node name, else "realnode".
+	NodeName string
+	// Bridge and Subnet are the pod network; defaults kfbr0 and 10.89.117.0/24, chosen to
+	// meet nothing a developer's machine commonly has.
+	Bridge string
+	Subnet string
+}
+
+const (
+	defaultBridge = "kfbr0"
+	defaultSubnet = "10.89.117.0/24"
+	// clusterDNS is an address in the sandbox's service range, as a cluster's DNS would be.
+	clusterDNS = "10.96.0.10"
+	// PauseRepo is the pod sandbox image's repository in the node's registry.
+	PauseRepo = "pause:realnode"
+	stopGrace = 3 * time.Second
+	// startTimeout bounds a Start whose ctx has no deadline; it includes waiting for
+	// another package's node to stop.
+	startTimeout = 8 * time.Minute
+)
+
+// stateDirs are the parts of Dir that go at Stop even when the caller keeps Dir.
+var stateDirs = []string{"containerd", "kubelet", "cni", "pod-logs", "volume-plugins", "images", "config"}
+
+// Node is a running real node. Its methods are safe for concurrent use.
+type Node struct {
+	name       string
+	dir        string
+	logDir     string
+	socket     string
+	journal    *journal
+	lock       *hostLock
+	reg        *registryServer
+	cri        *criClient
+	containerd *proc
+	kubelet    *proc
+	client     kubernetes.Interface
+	readyIn    time.Duration
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start brings up the node beside sb's kwok nodes and returns once it is Ready. It returns an
+// *UnavailableError (see Check) when the machine cannot run one, and an error wrapping
+// ErrInUse when another node held the host until ctx ended. On any error everything started
+// is stopped and the host restored.
+func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err error) {
+	begin := time.Now()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+	if err := Check(o); err != nil {
+		return nil, err
+	}
+	if o.Bridge == "" {
+		o.Bridge = defaultBridge
+	}
+	if o.Subnet == "" {
+		o.Subnet = defaultSubnet
+	}
+	_, subnet, err := net.ParseCIDR(o.Subnet)
+	if err != nil {
+		return nil, fmt.Errorf("realnode: subnet: %w", err)
+	}
+	binDir, err := resolveBinDir(o.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{name: o.NodeName}
+	if n.name == "" {
+		n.name = defaultNodeName()
+	}
+	n.client, err = kubernetes.NewForConfig(sb.Config())
+	if err != nil {
+		return nil, err
+	}
+	if n.lock, err = lockHost(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			if serr := n.Stop(); serr != nil {
+				err = fmt.Errorf("%w; and stopping: %v", err, serr)
+			}
+		}
+	}()
+	if err := recoverHost(); err != nil {
+		return nil, err
+	}
+	if err := refuseShared(o.Bridge, subnet); err != nil {
+		return nil, err
+	}
+
+	if o.Dir == "" {
+		o.Dir = os.Getenv("KUBEFLEDGED_REALNODE_DIR")
+	}
+	removeDir := o.Dir == ""
+	if removeDir {
+		if n.dir, err = os.MkdirTemp("", "kubefledged-realnode-"); err != nil {
+			return nil, err
+		}
+	} else if n.dir, err = filepath.Abs(o.Dir); err != nil {
+		return nil, err
+	}
+	// From here on every change is undone from the journal, by Stop or by the next Start.
+	j := snapshotHost(n.dir, removeDir, o.Bridge)
+	if err := j.write(); err != nil {
+		if removeDir {
+			_ = os.RemoveAll(n.dir)
+		}
+		return nil, fmt.Errorf("realnode: journal: %w", err)
+	}
+	n.journal = j
+	n.logDir = filepath.Join(n.dir, "logs")
+	n.socket = filepath.Join(n.dir, "containerd", "containerd.sock")
+	for _, d := range append([]string{"logs", "containerd"}, stateDirs...) {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	// The pause build and the kubelet's certificate need nothing else; containerd needs the
+	// registry (its sandbox_image lives there).
+	pauseDone := make(chan error, 1)
+	pauseBin := filepath.Join(n.dir, "images", "pause")
+	go func() {
+		pauseDone <- BuildStatic(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/pause", pauseBin)
+	}()
+	type certResult struct {
+		cert, key []byte
+		err       error
+	}
+	certDone := make(chan certResult, 1)
+	go func() {
+		c, k, err := kubeletClientCert(ctx, n.client, n.name)
+		certDone <- certResult{c, k, err}
+	}()
+	if n.reg, err = startRegistry(); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(ctx, subnet); err != nil {
+		return nil, err
+	}
+	if err := <-pauseDone; err != nil {
+		return nil, err
+	}
+	pause, err := BinaryImage(pauseBin, "/pause")
+	if err != nil {
+		return nil, err
+	}
+	pauseRef, err := n.reg.push(ctx, PauseRepo, pause)
+	if err != nil {
+		return nil, err
+	}
+	// Pulled now, through containerd's registry config, so that a broken pull path shows
+	// here with its own error rather than as pods that never start.
+	if err := n.PullImage(ctx, pauseRef); err != nil {
+		return nil, err
+	}
+	cr := <-certDone
+	if cr.err != nil {
+		return nil, cr.err
+	}
+	if err := n.startKubelet(ctx, sb, binDir, cr.cert, cr.key); err != nil {
+		return nil, err
+	}
+	n.readyIn = time.Since(begin)
+	return n, nil
+}
+
+// nodeName is a DNS label: what the kubelet accepts as --hostname-override.
+var nodeName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// defaultNodeName prefers the host name: on these machines /etc/hosts maps it to 127.0.0.1,
+// which is where the kubelet listens.
+func defaultNodeName() string {
+	h, err := os.Hostname()
+	h = strings.ToLower(h)
+	if err == nil && len(h) <= 63 && nodeName.MatchString(h) && !strings.HasPrefix(h, "sandbox-node-") {
+		return h
+	}
+	return "realnode"
+}
+
+// recoverHost undoes a run whose test binary died before its node stopped: the lock is free
+// again but its journal is still there.
+func recoverHost() error {
+	j, err := readJournal()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "realnode: undoing the host changes of a node that did not stop (pid %d, %s)\n", j.PID, j.Dir)
+	uerr := j.undo()
+	if left := j.leftovers(); len(left) > 0 {
+		return fmt.Errorf("realnode: the host still has parts of an earlier node (journal %s kept): %s (undo: %v)", journalPath, strings.Join(left, "; "), uerr)
+	}
+	return os.Remove(journalPath)
+}
+
+// refuseShared refuses to start beside a kubelet or a pod network this package did not
+// record: undoing the node would then tear down someone else's.
+func refuseShared(bridge string, subnet *net.IPNet) error {
+	if d := kubepodsDirs(); len(d) > 0 {
+		return fmt.Errorf("%w: %s exists (a kubelet runs on this host, or one left its cgroups)", ErrInUse, d[0])
+	}
+	if linkExists(bridge) {
+		return fmt.Errorf("%w: network device %s exists", ErrInUse, bridge)
+	}
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && (subnet.Contains(ipn.IP) || ipn.Contains(subnet.IP)) {
+				return fmt.Errorf("%w: %s on %s overlaps the pod subnet %s", ErrInUse, ipn, i.Name, subnet)
+			}
+		}
+	}
+	return nil
+}
+
+func (n *Node) configPath(name string) string { return filepath.Join(n.dir, "config", name) }
+
+func (n *Node) startContainerd(ctx context.Context, subnet *net.IPNet) error {
+	d := func(p string) string { return filepath.Join(n.dir, p) }
+	hostsDir := filepath.Join(d("config/certs.d"), n.reg.host)
+	if err := os.MkdirAll(hostsDir, 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+n.reg.host, "http://"+n.reg.host)
+	if err := os.WriteFile(filepath.Join(hostsDir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d("cni/net.d"), 0o755); err != nil {
+		return err
+	}
+	gw := make(net.IP, len(subnet.IP.To4()))
+	copy(gw, subnet.IP.To4())
+	gw[3]++
+	cni := fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "kubefledged-realnode",
+  "plugins": [{
+    "type": "bridge",
+    "bridge": %q,
+    "isGateway": true,
+    "ipMasq": false,
+    "hairpinMode": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "dataDir": %q}
+  }]
+}
+`, n.journal.Bridge, subnet.String(), gw.String(), d("cni/ipam"))
+	if err := os.WriteFile(d("cni/net.d/10-realnode.conflist"), []byte(cni), 0o644); err != nil {
+		return err
+	}
+	snapshotter := "native"
+	if fs, err := os.ReadFile("/proc/filesystems"); err == nil && strings.Contains(string(fs), "\toverlay\n") {
+		snapshotter = "overlayfs"
+	}
+	// Every path containerd would put on the host by default is moved into Dir; what
+	// cannot be moved (shim sockets in /run/containerd/s, libcni's cache) is in the journal.
+	cfg := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # No process here may lower an oom_score_adj (no CAP_SYS_RESOURCE): without this every
+  # pod sandbox fails with "can't get final child's PID from pipe: EOF".
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = %q
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = %q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
+`, d("containerd/root"), d("containerd/state"), n.socket, n.socket+".ttrpc", d("containerd/opt"),
+		n.reg.host+"/"+PauseRepo, snapshotter, d("containerd/runc"), cniBinDir(), d("cni/net.d"), d("config/certs.d"))
+	if err := os.WriteFile(n.configPath("containerd.toml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	var err error
+	if n.containerd, err = startProc(n.logDir, "containerd", "containerd", "--config", n.configPath("containerd.toml"), "--log-level", "warn"); err != nil {
+		return err
+	}
+	if n.cri, err = dialCRI(n.socket); err != nil {
+		return err
+	}
+	var last error
+	return n.waitFor(ctx, "containerd's CRI service", func() (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		ok, err := n.cri.ready(cctx)
+		if errors.Is(err, errNoCRI) {
+			return false, fmt.Errorf("%w; last lines of %s:\n%s", err, n.containerd.logPath, n.containerd.tail(20))
+		}
+		if err != nil {
+			last = err
+		}
+		return ok, nil
+	}, func() error { return last })
+}
+
+// waitFor polls cond until it holds, a daemon dies, or ctx ends; lastErr explains a timeout.
+func (n *Node) waitFor(ctx context.Context, what string, cond func() (bool, error), lastErr func() error) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for _, p := range []*proc{n.containerd, n.kubelet} {
+			if p != nil && p.exited() {
+				return fmt.Errorf("realnode: waiting for %s: %w", what, p.failure())
+			}
+		}
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("realnode: waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			why := ctx.Err()
+			if lastErr != nil && lastErr() != nil {
+				why = fmt.Errorf("%w (last: %v)", why, lastErr())
+			}
+			return fmt.Errorf("realnode: waiting for %s: %w (logs in %s)", what, why, n.logDir)
+		case <-t.C:
+		}
+	}
+}
+
+// kubeletClientCert gets the node's client certificate the way TLS bootstrap would: a CSR
+// for system:node:<name> signed by the controller manager. The Node authorizer then grants
+// the kubelet exactly a kubelet's rights, and the sandbox's PKI stays its own.
+func kubeletClientCert(ctx context.Context, c kubernetes.Interface, node string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	csrs := c.CertificatesV1().CertificateSigningRequests()
+	csr, err := csrs.Create(ctx, &certv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "realnode-" + node + "-"},
+		Spec: certv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("realnode: kubelet CSR: %w", err)
+	}
+	// The controller manager approves it by itself (an admin may create node client
+	// certificates), unless this approval comes first: either is fine.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Type == certv1.CertificateApproved {
+				return nil
+			}
+		}
+		cur.Status.Conditions = append(cur.Status.Conditions, certv1.CertificateSigningRequestCondition{
+			Type: certv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "RealNode", Message: "the sandbox's real node",
+		})
+		_, err = csrs.UpdateApproval(ctx, cur.Name, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("realnode: approve kubelet CSR: %w", err)
+	}
+	for {
+		got, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
+		if err == nil && len(got.Status.Certificate) > 0 {
+			return got.Status.Certificate, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+		}
+		if err == nil {
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == certv1.CertificateFailed && cond.Status == corev1.ConditionTrue {
+					return nil, nil, fmt.Errorf("realnode: kubelet CSR failed: %s", cond.Message)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("realnode: kubelet CSR %s not signed (is kube-controller-manager's csrsigning running?): %w", csr.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) startKubelet(ctx context.Context, sb *sandbox.Sandbox, binDir string, certPEM, keyPEM []byte) error {
+	rc := sb.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	kc.Contexts["kubelet"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "kubelet"}
+	kc.CurrentContext = "kubelet"
+	kubeconfig := n.configPath("kubelet.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		return err
+	}
+	caFile := n.configPath("ca.crt")
+	if err := os.WriteFile(caFile, rc.CAData, 0o644); err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	d := func(p string) string { return filepath.Join(n.dir, p) }
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzPort: 0
+containerRuntimeEndpoint: unix://%s
+cgroupDriver: cgroupfs
+# This machine runs cgroup v1, which kubelet 1.35 refuses unless told otherwise.
+failCgroupV1: false
+failSwapOn: false
+podLogsDir: %q
+volumePluginDir: %q
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %q}
+authorization:
+  mode: Webhook
+# Test machines run with full disks more often than production nodes do; eviction or image
+# GC on a real node would remove images a test has just checked were pulled.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2%%
+  imagefs.available: 2%%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+# Nothing serves it (pods here need no DNS), but without one every pod gets a warning event,
+# and those events end up in the failures the controller reports.
+clusterDNS: [%q]
+clusterDomain: cluster.local
+`, ports[0], n.socket, d("pod-logs"), d("volume-plugins"), caFile, clusterDNS)
+	if err := os.WriteFile(n.configPath("kubelet.yaml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if n.kubelet, err = startProc(n.logDir, "kubelet", filepath.Join(binDir, "kubelet"),
+		"--config="+n.configPath("kubelet.yaml"),
+		"--kubeconfig="+kubeconfig,
+		"--root-dir="+d("kubelet"),
+		"--cert-dir="+d("kubelet/pki"),
+		"--hostname-override="+n.name,
+		"--v=1",
+	); err != nil {
+		return err
+	}
+	var last error
+	return n.waitFor(ctx, "node "+n.name+" Ready", func() (bool, error) {
+		node, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return nodeReady(node), nil
+	}, func() error { return last })
+}
+
+// nodeReady also waits for the node lifecycle controller to lift the not-ready taint, so
+// that the caller's first pod is not refused by the scheduler.
+func nodeReady(node *corev1.Node) bool {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	return ready
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Name is the node's name, also its kubernetes.io/hostname label.
+func (n *Node) Name() string { return n.name }
+
+// Registry is the local registry's host:port; images pushed there pull on this node.
+func (n *Node) Registry() string { return n.reg.host }
+
+// Push stores img in the local registry as repoTag ("name:tag") and returns its full
+// reference.
+func (n *Node) Push(ctx context.Context, repoTag string, img v1.Image) (string, error) {
+	return n.reg.push(ctx, repoTag, img)
+}
+
+// CRISocket is containerd's socket path on the host: the delete Job's hostPath.
+func (n *Node) CRISocket() string { return n.socket }
+
+// LogDir holds containerd.log and kubelet.log (gone after Stop unless Options.Dir was set).
+func (n *Node) LogDir() string { return n.logDir }
+
+// ReadyIn is how long Start took, for the tests' figures.
+func (n *Node) ReadyIn() time.Duration { return n.readyIn }
+
+// Stop stops the kubelet, removes every pod through CRI, stops containerd and the registry,
+// and restores the host from the journal. Its error is about the host: it names whatever
+// could not be restored (the journal is then kept, for the next Start to try again). A
+// graceful step that failed but whose work the forced clean-up did is only logged. Later
+// calls return the first call's result.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() {
+		var notes []error
+		// The kubelet first, or it would start the pods again as they are removed.
+		n.kubelet.stop(stopGrace)
+		if n.cri != nil && n.containerd != nil && !n.containerd.exited() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := n.cri.removePods(ctx); err != nil {
+				notes = append(notes, fmt.Errorf("removing the pods through CRI: %w", err))
+			}
+			cancel()
+		}
+		n.cri.close()
+		n.containerd.stop(stopGrace)
+		n.reg.close()
+		if n.journal != nil {
+			if err := n.journal.undo(); err != nil {
+				notes = append(notes, err)
+			}
+			if left := n.journal.leftovers(); len(left) > 0 {
+				n.stopErr = fmt.Errorf("realnode: stop: left on the host: %s (%w)", strings.Join(left, "; "), errors.Join(notes...))
+			} else if err := os.Remove(journalPath); err != nil {
+				n.stopErr = fmt.Errorf("realnode: stop: %w", err)
+			}
+		}
+		if n.stopErr == nil && len(notes) > 0 {
+			fmt.Fprintf(os.Stderr, "realnode: stop: the host is restored, after: %v\n", errors.Join(notes...))
+		}
+		n.lock.release()
+	})
+	return n.stopErr
+}

@@ -1,0 +1,338 @@
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+func TestCheckNamesWhatIsMissing(t *testing.T) {
+	err := Check(Options{BinDir: t.TempDir()})
+	var ua *UnavailableError
+	if !errors.As(err, &ua) {
+		t.Fatalf("Check with an empty bin dir: got %v, want an *UnavailableError", err)
+	}
+	if !strings.Contains(ua.Error(), "kubelet in ") {
+		t.Errorf("message does not name the kubelet: %s", ua)
+	}
+}
+
+func TestUndoScript(t *testing.T) {
+	before := `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:MINE - [0:0]
+-A INPUT -j MINE
+COMMIT
+`
+	after := `*mangle
+:PREROUTING ACCEPT [1:2]
+:KUBE-IPTABLES-HINT - [0:0]
+:KUBE-KUBELET-CANARY - [0:0]
+COMMIT
+*filter
+:INPUT ACCEPT [5:6]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-FIREWALL - [0:0]
+:MINE - [0:0]
+-A INPUT -j KUBE-FIREWALL
+-A INPUT -j MINE
+-A OUTPUT -j KUBE-FIREWALL
+-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -j DROP
+COMMIT
+`
+	want := `*mangle
+-F KUBE-IPTABLES-HINT
+-F KUBE-KUBELET-CANARY
+-X KUBE-IPTABLES-HINT
+-X KUBE-KUBELET-CANARY
+COMMIT
+*filter
+-D INPUT -j KUBE-FIREWALL
+-D OUTPUT -j KUBE-FIREWALL
+-F KUBE-FIREWALL
+-X KUBE-FIREWALL
+COMMIT
+`
+	if got := undoScript(before, after); got != want {
+		t.Errorf("undoScript:\n%s\nwant:\n%s", got, want)
+	}
+	// A table the nft backend keeps with nothing but empty accepting chains is no change.
+	if a, b := normalizeIPTables(before), normalizeIPTables(before+"*raw\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n"); a != b {
+		t.Errorf("an empty table counts as a change:\n%s\nvs\n%s", a, b)
+	}
+}
+
+// TestNode starts a node, runs a pod from the local registry on it, lets the test binary
+// "die" without stopping the node, and checks that the next Start undoes the dead node's
+// changes and that a final Stop leaves the host exactly as it was.
+func TestNode(t *testing.T) {
+	if err := Check(Options{}); err != nil {
+		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
+			t.Fatalf("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	before := lockedHostState(t, ctx)
+
+	// A kwok node beside the real one: kwok must leave the real node alone.
+	sb, err := sandbox.Start(ctx, sandbox.Options{Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sb.Stop() }()
+
+	begin := time.Now()
+	n, err := Start(ctx, sb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node %s Ready in %s", n.Name(), time.Since(begin).Round(time.Millisecond))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = n.Stop()
+		}
+	}()
+
+	// One node per host: a second Start waits, and gives up when its ctx ends.
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	_, err = Start(short, sb, Options{})
+	cancelShort()
+	if !errors.Is(err, ErrInUse) {
+		t.Errorf("second Start on the same host: got %v, want ErrInUse", err)
+	}
+
+	kube := kubernetes.NewForConfigOrDie(sb.Config())
+	// The node is the kubelet's, not kwok's: its versions are the real ones.
+	obj, err := kube.CoreV1().Nodes().Get(ctx, n.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := obj.Status.NodeInfo
+	t.Logf("node %s: kubelet %s, %s, labels %v", n.Name(), info.KubeletVersion, info.ContainerRuntimeVersion, obj.Labels)
+	out, err := exec.Command("containerd", "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", which
+	// CRI reports as containerd://1.6.20.
+	fields := strings.Fields(string(out))
+	v, ok := strings.CutPrefix(info.ContainerRuntimeVersion, "containerd://")
+	if len(fields) < 3 || info.KubeletVersion != "v1.35.4" || !ok || v == "" || !strings.HasPrefix(fields[2], v) {
+		t.Errorf("node %s reports kubelet %q and runtime %q: not the real kubelet on Debian's containerd", n.Name(), info.KubeletVersion, info.ContainerRuntimeVersion)
+	}
+	ref := runPod(t, ctx, kube, n, "first")
+	if img, err := n.ImageStatus(ctx, ref); err != nil || img == nil {
+		t.Errorf("CRI ImageStatus(%s) after the pod ran: %v, %v", ref, img, err)
+	}
+
+	// The test binary "dies": the daemons are killed, the lock falls, nothing is undone.
+	// The pod's containers and their shims keep running, as they would.
+	n.abandon()
+	if left := n.journal.leftovers(); len(left) == 0 {
+		t.Fatalf("an abandoned node left nothing to undo: the test proves nothing")
+	}
+	begin = time.Now()
+	n2, err := Start(ctx, sb, Options{})
+	if err != nil {
+		t.Fatalf("Start after an abandoned node: %v", err)
+	}
+	t.Logf("node %s Ready again (after undoing the dead one) in %s", n2.Name(), time.Since(begin).Round(time.Millisecond))
+	runPod(t, ctx, kube, n2, "second")
+
+	// Everything stops at once, as the e2e suites do.
+	begin = time.Now()
+	var wg sync.WaitGroup
+	var nerr, serr error
+	wg.Add(2)
+	go func() { defer wg.Done(); nerr = n2.Stop() }()
+	go func() { defer wg.Done(); serr = sb.Stop() }()
+	wg.Wait()
+	stopped = true
+	t.Logf("node and sandbox stopped in %s", time.Since(begin).Round(time.Millisecond))
+	if nerr != nil {
+		t.Errorf("node stop: %v", nerr)
+	}
+	if serr != nil {
+		t.Errorf("sandbox stop: %v", serr)
+	}
+	after := lockedHostState(t, ctx)
+	for _, k := range sortedKeys(before, after) {
+		if before[k] != after[k] {
+			t.Errorf("host %s changed:\nbefore: %s\nafter:  %s", k, before[k], after[k])
+		}
+	}
+	for _, p := range []string{lockPath, journalPath} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is left behind", p)
+		}
+	}
+}
+
+// runPod runs a pod of a freshly pushed image on the node and waits for it to run.
+func runPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Node, name string) string {
+	t.Helper()
+	img, err := BinaryImage(filepath.Join(n.dir, "images", "pause"), "/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A layer of its own makes each pod's image distinct.
+	extra, err := NewLayer(File{Path: "/etc/which", Data: []byte(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	layers, _ := img.Layers()
+	img, err = NewImage(cf.Config.Entrypoint, append(layers, extra)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := n.Push(ctx, "sleeper-"+name+":v1", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sleeper-" + name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:                      n.Name(),
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "sleep", Image: ref}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	for {
+		p, err := kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			t.Logf("pod %s Running %s after create", pod.Name, time.Since(begin).Round(time.Millisecond))
+			return ref
+		}
+		if time.Since(begin) > time.Minute {
+			t.Fatalf("pod %s not Running after 1m: %+v (logs in %s)", pod.Name, p.Status, n.LogDir())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// abandon is what the death of the test binary does to a node: the kernel kills the
+// daemons (Pdeathsig) and drops the lock, and nothing else happens.
+func (n *Node) abandon() {
+	for _, p := range []*proc{n.kubelet, n.containerd} {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	n.cri.close()
+	n.reg.close()
+	_ = n.lock.f.Close()
+	n.stopOnce.Do(func() {})
+}
+
+// lockedHostState takes hostState while no node runs: the other real-node package may start
+// its node just before this test's or just after, and a dead run's journal is undone first,
+// as Start would.
+func lockedHostState(t *testing.T, ctx context.Context) map[string]string {
+	t.Helper()
+	l, err := lockHost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	if err := recoverHost(); err != nil {
+		t.Fatal(err)
+	}
+	return hostState()
+}
+
+// hostState is the test's own account of the host, independent of the journal's, in the
+// places a kubelet and containerd touch.
+func hostState() map[string]string {
+	st := map[string]string{}
+	ms := mountPoints()
+	sort.Strings(ms)
+	st["mounts"] = strings.Join(ms, " ")
+	links, _ := os.ReadDir("/sys/class/net")
+	var names []string
+	for _, l := range links {
+		if !strings.HasPrefix(l.Name(), probePrefix) { // another package's Check
+			names = append(names, l.Name())
+		}
+	}
+	st["links"] = strings.Join(names, " ")
+	for _, save := range iptablesSavers {
+		if out, ok := iptablesSave(save); ok {
+			st[save] = normalizeIPTables(out)
+		}
+	}
+	for _, s := range sysctls {
+		v, _ := os.ReadFile(filepath.Join("/proc/sys", s))
+		st["sysctl "+s] = strings.TrimSpace(string(v))
+	}
+	for _, h := range cgroupHierarchies() {
+		ents, _ := os.ReadDir(h)
+		var dirs []string
+		for _, e := range ents {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), probePrefix) {
+				dirs = append(dirs, e.Name())
+			}
+		}
+		st["cgroup "+h] = strings.Join(dirs, " ")
+	}
+	for _, p := range append(hostPaths, "/run", "/var/log", "/opt") {
+		s := statePath(p)
+		st["path "+p] = fmt.Sprint(s.Existed, s.Entries)
+	}
+	var procs []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if pid, err := strconv.Atoi(e.Name()); err != nil || !running(pid) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		// The node's daemons, and the containers of the pause and sleeper images.
+		if c := strings.TrimSpace(string(comm)); err == nil && (strings.HasPrefix(c, "containerd") || c == "kubelet" || argv0 == "/pause" || argv0 == "/sleep") {
+			procs = append(procs, c+"/"+e.Name())
+		}
+	}
+	st["processes"] = strings.Join(procs, " ")
+	return st
+}
+
+func sortedKeys(ms ...map[string]string) []string {
+	var keys []string
+	for _, m := range ms {
+		for k := range m {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
