@@ -14,10 +14,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,18 +190,43 @@ func TestBench(t *testing.T) {
 	}
 
 	rep := newReport(cfg, root)
-	defer func() {
-		rep.finish()
-		if err := rep.write(filepath.Join(root, "docs")); err != nil {
-			t.Errorf("writing the documents: %v", err)
+	if os.Getenv("BENCH_MERGE") == "1" {
+		if err := rep.merge(root); err != nil {
+			t.Fatalf("BENCH_MERGE: %v", err)
 		}
-		t.Logf("figures written to docs/benchmarks.md and docs/benchmarks.json")
+	}
+	var writeOnce sync.Once
+	write := func() {
+		writeOnce.Do(func() {
+			rep.finish()
+			if err := rep.write(filepath.Join(root, "docs")); err != nil {
+				t.Errorf("writing the documents: %v", err)
+			}
+			t.Logf("figures written to docs/benchmarks.md and docs/benchmarks.json")
+		})
+	}
+	defer write()
+	// A run of an hour that is interrupted still leaves what it measured;
+	// the sandbox and the controller die with this process.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			rep.Errors = append(rep.Errors, "interrupted by "+sig.String())
+			write()
+			if sb := running.Load(); sb != nil {
+				_ = sb.Stop()
+			}
+			os.Exit(2)
+		}
 	}()
 
 	binary := filepath.Join(outDir, "kubefledged-bench")
 	t.Logf("building the controller with a pprof listener into %s", binary)
-	build := exec.Command("go", "build", "-o", binary, "./test/bench/controller")
+	build := exec.Command("go", "build", "-trimpath", "-o", binary, "./test/bench/controller")
 	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the controller: %v\n%s", err, out)
 	}
@@ -252,6 +281,9 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// running is the sandbox up now, for an interrupted run to remove.
+var running atomic.Pointer[sandbox.Sandbox]
+
 // withEnv starts a sandbox, the CRD and the proxy, runs fn and stops them.
 func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options, fn func(*env) error) error {
 	began := time.Now()
@@ -261,7 +293,9 @@ func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options,
 	if err != nil {
 		return fmt.Errorf("starting the sandbox: %w", err)
 	}
+	running.Store(sb)
 	defer func() {
+		running.Store(nil)
 		if err := sb.Stop(); err != nil {
 			t.Logf("stopping the sandbox: %v", err)
 		}

@@ -113,8 +113,7 @@ func (e *env) floor(name, ns string, nodes, imgs []string) (*floorResult, error)
 		Observed: jw.figures(), CPU: cpuBetween(cpu0, cpu1),
 	}
 	e.t.Logf("%s: floor %.1fs (creates %.1fs, %.0f/s)", name, r.Seconds, r.CreateSeconds, r.CreatesPerSecond)
-	bg := metav1.DeletePropagationBackground
-	if err := e.kube.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
+	if err := e.deleteJobs(ctx, ns, all); err != nil {
 		return r, err
 	}
 	gone, err := e.waitGone(ns)
@@ -137,4 +136,41 @@ func createRetrying(ctx context.Context, e *env, ns string, j *batchv1.Job, retr
 		retries.Add(1)
 		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
 	}
+}
+
+// deleteJobs deletes Jobs one by one, in parallel. A deletecollection of
+// thousands of Jobs outlasts the API server's request timeout on a loaded
+// machine (it deletes them one at a time) and fails half done.
+func (e *env) deleteJobs(ctx context.Context, ns string, all []*batchv1.Job) error {
+	bg := metav1.DeletePropagationBackground
+	work := make(chan string)
+	errs := make(chan error, len(all))
+	var wg sync.WaitGroup
+	for range e.cfg.FloorParallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				var err error
+				for attempt := 0; attempt < 10; attempt++ {
+					err = e.floorC.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+					if err == nil || apierrors.IsNotFound(err) {
+						err = nil
+						break
+					}
+					time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for _, j := range all {
+		work <- j.Name
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

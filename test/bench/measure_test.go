@@ -16,10 +16,18 @@ type phase struct {
 	Pairs int    `json:"pairs"`
 	// Seconds runs from the cache's creation (scenario 2: from the new
 	// nodes being Ready) to its final status, as seen through a watch.
-	Seconds      float64        `json:"seconds"`
-	RatioToFloor float64        `json:"ratioToFloor,omitempty"`
-	Status       *statusFigures `json:"finalStatus,omitempty"`
-	Jobs         jobFigures     `json:"jobs"`
+	Seconds      float64 `json:"seconds"`
+	RatioToFloor float64 `json:"ratioToFloor,omitempty"`
+	// Where the time went, from the same start: the first Job created, the
+	// last Job created, the last Job seen finished. What follows the last
+	// Job (TailSeconds) is the controller's alone: seeing the result,
+	// deleting the Jobs, writing the final status.
+	FirstJobSeconds float64        `json:"firstJobSeconds"`
+	LastJobSeconds  float64        `json:"lastJobCreatedSeconds"`
+	LastDoneSeconds float64        `json:"lastJobFinishedSeconds"`
+	TailSeconds     float64        `json:"tailSeconds"`
+	Status          *statusFigures `json:"finalStatus,omitempty"`
+	Jobs            jobFigures     `json:"jobs"`
 	// Requests are counted by the proxy in front of the controller.
 	Requests requestDelta `json:"requests"`
 	// ClientGo is rest_client_requests_total from the controller's metrics
@@ -185,6 +193,7 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 		return nil, nil, err
 	}
 	p.Seconds = round(done.Sub(began).Seconds(), 2)
+	p.timeline(jw, began, done)
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)
 	e.statusWrites(p, cache.Name, began, done)
@@ -210,3 +219,14 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 }
 
 func mib(kib int64) float64 { return round(float64(kib)/1024, 1) }
+
+func (p *phase) timeline(jw *jobWatch, began, done time.Time) {
+	first, last, lastDone := jw.times()
+	if first.IsZero() {
+		return
+	}
+	p.FirstJobSeconds = round(first.Sub(began).Seconds(), 2)
+	p.LastJobSeconds = round(last.Sub(began).Seconds(), 2)
+	p.LastDoneSeconds = round(lastDone.Sub(began).Seconds(), 2)
+	p.TailSeconds = round(done.Sub(lastDone).Seconds(), 2)
+}

@@ -410,3 +410,11 @@ func (w *cacheWatch) settledNow(name, reason string) (time.Time, *v1alpha2.Image
 	}
 	return ev[i].at, ev[len(ev)-1].cache, true
 }
+
+// times returns when the first Job appeared, the last appeared, and the
+// last finished.
+func (w *jobWatch) times() (firstAdd, lastAdd, lastDone time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstAdd, w.lastAdd, w.lastDone
+}

@@ -31,8 +31,9 @@ type report struct {
 	Profiles map[string]string `json:"profiles,omitempty"`
 	Errors   []string          `json:"errors,omitempty"`
 
-	began time.Time
-	root  string
+	began        time.Time
+	root         string
+	prevProfiles map[string]string
 }
 
 type machine struct {
@@ -103,6 +104,10 @@ func (r *report) finish() {
 	r.Machine.LoadAvgEnd = loadAvg()
 	r.Targets = r.targets()
 	r.Profiles = map[string]string{}
+	if r.prevProfiles != nil {
+		r.Profiles = r.prevProfiles
+		return
+	}
 	if c := r.Scenarios.ColdCache; c != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -190,19 +195,19 @@ func (r *report) targets() []target {
 			add(s, "controller peak RSS", fmt.Sprintf("%.0f MiB", p.ControllerPeakRSSMiB), "≤ 100 MiB", passFail(p.ControllerPeakRSSMiB <= 100))
 		}
 	}
-	if n := r.Scenarios.NewNodes; n != nil && n.Run != nil {
+	if n := r.Scenarios.NewNodes; n != nil && n.Phase != nil {
 		add("2", "first Job on each new node after it was Ready (max; median)", fmt.Sprintf("%.1f s; %.1f s", n.FirstJobAfterReadyMax, n.FirstJobAfterReadyMedian), "≤ 5 s", passFail(n.FirstJobAfterReadyMax <= 5))
-		waves := math.Ceil(float64(n.Images) / float64(n.Run.Caps.MaxJobsPerNode))
+		waves := math.Ceil(float64(n.Images) / float64(n.Phase.Caps.MaxJobsPerNode))
 		limit := 5 + waves*n.PullDelaySeconds
 		add("2", "all images of each new node pulled after it was Ready (max)", f1(n.AllPulledAfterReadyMax)+" s",
-			fmt.Sprintf("≤ 5 s + %.0f waves (%d images, %d per node) × %.0f s pull = %.0f s", waves, n.Images, n.Run.Caps.MaxJobsPerNode, n.PullDelaySeconds, limit),
+			fmt.Sprintf("≤ 5 s + %.0f waves (%d images, %d per node) × %.0f s pull = %.0f s", waves, n.Images, n.Phase.Caps.MaxJobsPerNode, n.PullDelaySeconds, limit),
 			passFail(n.AllPulledAfterReadyMax <= limit))
 		add("2", "new nodes that got every image", fmt.Sprintf("%d of %d", n.NewNodes-len(n.NodesNotPulled), n.NewNodes), "all", passFail(len(n.NodesNotPulled) == 0))
 		add("2", "Jobs created on other nodes", fmt.Sprint(n.JobsOnOtherNodes), "0", passFail(n.JobsOnOtherNodes == 0))
 		if n.Floor != nil {
-			add("2", "time from the last node Ready to final status / floor", fmt.Sprintf("%.2fx (%.1f s / %.1f s)", n.Run.RatioToFloor, n.Run.Seconds, n.Floor.Seconds), "(none)", "")
+			add("2", "time from the last node Ready to final status / floor", fmt.Sprintf("%.2fx (%.1f s / %.1f s)", n.Phase.RatioToFloor, n.Phase.Seconds, n.Floor.Seconds), "(none)", "")
 		}
-		common("2", n.Run)
+		common("2", n.Phase)
 	}
 	if s := r.Scenarios.SteadyRefresh; s != nil {
 		add("3", "Jobs created by refreshes of complete caches", fmt.Sprint(s.JobsCreated), "0", passFail(s.JobsCreated == 0 && s.Refreshes > 0))
@@ -216,7 +221,7 @@ func (r *report) targets() []target {
 			}
 		}
 		add("4", "runs with every result seen, none failed or pending", fmt.Sprintf("%d of %d", exact, len(f.Runs)), "every run",
-			passFail(f.Exact && len(f.Runs) == r.Config.FastRuns))
+			passFail(f.Exact && len(f.Runs) == f.Run.Config.FastRuns))
 	}
 	return out
 }
@@ -230,6 +235,54 @@ func (r *report) write(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown()), 0o644)
+}
+
+// runInfo says when and at what scale a scenario ran: scenarios may come
+// from different runs (BENCH_MERGE), each with its floor from its own run.
+type runInfo struct {
+	Started string `json:"started"`
+	LoadAvg string `json:"loadAvgAtStart"`
+	Config  config `json:"config"`
+}
+
+func (e *env) runInfo() runInfo {
+	return runInfo{Started: time.Now().UTC().Format(time.RFC3339), LoadAvg: loadAvg(), Config: e.cfg}
+}
+
+func (ri runInfo) describe(m *md, what string) {
+	m.p("Measured %s (load average %s at its start); %s.", ri.Started, ri.LoadAvg, what)
+	m.p("")
+}
+
+// merge takes the scenarios this run did not measure from an earlier run's
+// JSON, so that the scenarios can be run (or re-run) one at a time.
+func (r *report) merge(root string) error {
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.json"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	prev := &report{}
+	if err := json.Unmarshal(raw, prev); err != nil {
+		return err
+	}
+	ps, s := prev.Scenarios, &r.Scenarios
+	if !r.Config.runs(1) {
+		s.ColdCache = ps.ColdCache
+		r.prevProfiles = prev.Profiles
+	}
+	if !r.Config.runs(2) {
+		s.NewNodes = ps.NewNodes
+	}
+	if !r.Config.runs(3) {
+		s.SteadyRefresh = ps.SteadyRefresh
+	}
+	if !r.Config.runs(4) {
+		s.FastPods = ps.FastPods
+	}
+	return nil
 }
 
 // rerender writes docs/benchmarks.md again from docs/benchmarks.json.
@@ -281,7 +334,7 @@ func (r *report) markdown() string {
 		}
 		m.p("")
 	}
-	m.p("## Machine and scale")
+	m.p("## Machine")
 	m.p("")
 	c := r.Config
 	m.table([]string{"", ""}, [][]string{
@@ -292,8 +345,6 @@ func (r *report) markdown() string {
 		{"kwok", r.Machine.Kwok},
 		{"kernel", r.Machine.Kernel},
 		{"load average at start; at end", r.Machine.LoadAvgStart + "; " + r.Machine.LoadAvgEnd},
-		{"scenarios 1-3", fmt.Sprintf("%d nodes × %d images, pull delay %s, %d new nodes, %d caches refreshed every %s", c.Nodes, c.Images, c.PullDelay, c.NewNodes, c.RefreshCaches, c.RefreshEvery)},
-		{"scenario 4", fmt.Sprintf("%d pulls (%d nodes × %d images), no pull delay, %d runs, deadline %s", c.FastPulls, c.FastNodes, c.FastPulls/c.FastNodes, c.FastRuns, c.FastDeadline)},
 		{"floor", fmt.Sprintf("%d creating goroutines, no client rate limit", c.FloorParallelism)},
 	})
 	m.p("The machine is shared with other work (builds and tests of other engineers): the CPU tables below say how much")
@@ -315,28 +366,31 @@ func (r *report) markdown() string {
 	if s := r.Scenarios.ColdCache; s != nil {
 		m.p("## Scenario 1: cold cache, %d nodes × %d images (%d pulls)", s.Nodes, s.Images, s.Pairs)
 		m.p("")
+		s.Run.describe(&m, fmt.Sprintf("pull delay %s", s.Run.Config.PullDelay))
 		r.phaseTable(&m, s.Floor, s.Runs)
 	}
 	if s := r.Scenarios.NewNodes; s != nil {
 		m.p("## Scenario 2: %d nodes join a complete %d-node cluster (%d pulls)", s.NewNodes, s.ClusterNodes, s.Pairs)
 		m.p("")
-		if s.Run != nil {
+		s.Run.describe(&m, fmt.Sprintf("pull delay %s, default caps", s.Run.Config.PullDelay))
+		if s.Phase != nil {
 			m.table([]string{"figure", "value"}, [][]string{
 				{"new-node operations started", fmt.Sprint(s.Operations)},
 				{"from the first node create to final status", f1(s.SecondsFromCreate) + " s"},
-				{"from the last node Ready to final status", f1(s.Run.Seconds) + " s"},
+				{"from the last node Ready to final status", f1(s.Phase.Seconds) + " s"},
 				{"first Job on a new node after it was Ready: max; median", fmt.Sprintf("%.2f s; %.2f s", s.FirstJobAfterReadyMax, s.FirstJobAfterReadyMedian)},
 				{"last Job on a new node created after it was Ready (max)", f1(s.AllStartedAfterReadyMax) + " s"},
 				{"all images of a new node pulled after it was Ready (max)", f1(s.AllPulledAfterReadyMax) + " s"},
 				{"Jobs created on other nodes", fmt.Sprint(s.JobsOnOtherNodes)},
 				{"new nodes without every image", notPulled(s.NodesNotPulled)},
 			})
-			r.phaseTable(&m, s.Floor, []*phase{s.Run})
+			r.phaseTable(&m, s.Floor, []*phase{s.Phase})
 		}
 	}
 	if s := r.Scenarios.SteadyRefresh; s != nil {
 		m.p("## Scenario 3: steady refresh of %d complete caches (%d nodes reporting all %d images)", s.Caches, s.Nodes, s.Images)
 		m.p("")
+		s.Run.describe(&m, "default caps")
 		var statuses []string
 		for _, k := range sortedNames(s.FinalStatuses) {
 			statuses = append(statuses, fmt.Sprintf("%s ×%d", k, s.FinalStatuses[k]))
@@ -358,6 +412,7 @@ func (r *report) markdown() string {
 	if s := r.Scenarios.FastPods; s != nil {
 		m.p("## Scenario 4: %d fast pulls (%d nodes × %d images, pods finish in milliseconds)", s.Pulls, s.Nodes, s.Images)
 		m.p("")
+		s.Run.describe(&m, fmt.Sprintf("no pull delay, pull deadline %s", s.Run.Config.FastDeadline))
 		var runs []*phase
 		var rows [][]string
 		for i, run := range s.Runs {
@@ -418,6 +473,9 @@ func (r *report) markdown() string {
 	m.p("Run it with `make bench`; the scale comes from the environment: `BENCH_NODES`, `BENCH_IMAGES`,")
 	m.p("`BENCH_NEW_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`, `BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`,")
 	m.p("`BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`, `BENCH_SCENARIOS` (e.g. `1,4`).")
+	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous `docs/benchmarks.json` (each scenario keeps")
+	m.p("its own floor, from its own run); `BENCH_RENDER=1` only re-renders this file from the JSON, e.g. after editing")
+	m.p("`test/bench/limits.md`.")
 	return m.String()
 }
 
@@ -457,11 +515,21 @@ func (r *report) phaseTable(m *md, fl *floorResult, runs []*phase) {
 	}
 	row("time (s)", fv(func(f *floorResult) string { return f1(f.Seconds) }), func(p *phase) string { return f1(p.Seconds) })
 	row("ratio to floor", "1", func(p *phase) string { return f2(p.RatioToFloor) + "x" })
+	row("first Job created; last created; last finished; final status after the last Job (s)",
+		fv(func(f *floorResult) string { return fmt.Sprintf("0; %.1f; %.1f; —", f.CreateSeconds, f.Seconds) }),
+		func(p *phase) string {
+			return fmt.Sprintf("%.1f; %.1f; %.1f; %.1f", p.FirstJobSeconds, p.LastJobSeconds, p.LastDoneSeconds, p.TailSeconds)
+		})
 	row("Jobs created (watch)", fv(func(f *floorResult) string { return fmt.Sprint(f.Observed.Created) }), func(p *phase) string { return fmt.Sprint(p.Jobs.Created) })
 	row("peak Jobs in flight: total; per node", fv(func(f *floorResult) string {
 		return fmt.Sprintf("%d; %d", f.Observed.PeakInFlight, f.Observed.PeakInFlightNode)
 	}), func(p *phase) string { return fmt.Sprintf("%d; %d", p.Jobs.PeakInFlight, p.Jobs.PeakInFlightNode) })
-	row("creates (s; per s)", fv(func(f *floorResult) string { return fmt.Sprintf("%.1f; %.0f", f.CreateSeconds, f.CreatesPerSecond) }), func(*phase) string { return "" })
+	row("creates per second", fv(func(f *floorResult) string { return fmt.Sprintf("%.0f", f.CreatesPerSecond) }), func(p *phase) string {
+		if p.LastJobSeconds-p.FirstJobSeconds <= 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.0f", float64(p.Jobs.Created)/(p.LastJobSeconds-p.FirstJobSeconds))
+	})
 	row("final status", "", func(p *phase) string {
 		if p.Status == nil {
 			return ""

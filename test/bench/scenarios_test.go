@@ -18,6 +18,7 @@ import (
 // Scenario 1: a cold cache of Images images on every one of Nodes nodes,
 // with caps that cannot bind and with the defaults.
 type coldResult struct {
+	Run    runInfo      `json:"run"`
 	Nodes  int          `json:"nodes"`
 	Images int          `json:"images"`
 	Pairs  int          `json:"pairs"`
@@ -27,7 +28,7 @@ type coldResult struct {
 
 func (e *env) coldCache() (*coldResult, error) {
 	nodes, imgs := nodeNames("sandbox-node-", e.cfg.Nodes), imageNames(e.cfg.Images)
-	r := &coldResult{Nodes: len(nodes), Images: len(imgs), Pairs: len(nodes) * len(imgs)}
+	r := &coldResult{Run: e.runInfo(), Nodes: len(nodes), Images: len(imgs), Pairs: len(nodes) * len(imgs)}
 	fl, err := e.floor("scenario 1", "s1-floor", nodes, imgs)
 	r.Floor = fl
 	if err != nil {
@@ -79,13 +80,14 @@ func (e *env) completeCache(cold *coldResult) (string, error) {
 
 // Scenario 2: NewNodes nodes join a cluster whose cache is complete.
 type newNodesResult struct {
+	Run          runInfo      `json:"run"`
 	ClusterNodes int          `json:"clusterNodes"`
 	NewNodes     int          `json:"newNodes"`
 	Images       int          `json:"images"`
 	Pairs        int          `json:"pairs"`
 	Floor        *floorResult `json:"floor"`
-	// Run.Seconds counts from the last new node Ready to the final status.
-	Run *phase `json:"run"`
+	// Phase.Seconds counts from the last new node Ready to the final status.
+	Phase *phase `json:"phase"`
 	// SecondsFromCreate counts from the first node create instead.
 	SecondsFromCreate float64 `json:"secondsFromCreate"`
 	// Per new node, from when it was seen Ready: its first Job created, its
@@ -110,7 +112,7 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	defer cancel()
 	imgs := imageNames(e.cfg.Images)
 	names := nodeNames("bench-new-", e.cfg.NewNodes)
-	r := &newNodesResult{ClusterNodes: e.cfg.Nodes, NewNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
+	r := &newNodesResult{Run: e.runInfo(), ClusterNodes: e.cfg.Nodes, NewNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
 		PullDelaySeconds: e.cfg.PullDelay.Seconds()}
 	caches := &v1alpha2.ImageCacheList{}
 	if err := e.k8s.List(ctx, caches, client.InNamespace(ns)); err != nil {
@@ -216,11 +218,12 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	r.JobsOnOtherNodes = jw.createdOutside(set)
 	r.Operations = cw.operations(cacheName, began)
 	p.Seconds = round(done.Sub(lastReady).Seconds(), 2)
+	p.timeline(jw, lastReady, done)
 	r.SecondsFromCreate = round(done.Sub(began).Seconds(), 2)
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)
 	e.statusWrites(p, cacheName, began, done)
-	r.Run = p
+	r.Phase = p
 	e.t.Logf("scenario 2: %s in %.1fs after the last node was Ready; first Job per node at most %.1fs after Ready; %d Jobs on other nodes; %d of %d new nodes without every image",
 		p.Status.Status, p.Seconds, r.FirstJobAfterReadyMax, r.JobsOnOtherNodes, len(r.NodesNotPulled), len(names))
 	if err := ctl.stop(); err != nil {
@@ -243,6 +246,7 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 // Scenario 3: periodic refresh of complete caches on nodes that report
 // every image.
 type refreshResult struct {
+	Run                 runInfo      `json:"run"`
 	Caches              int          `json:"caches"`
 	Nodes               int          `json:"nodes"`
 	Images              int          `json:"images"`
@@ -264,7 +268,7 @@ func (e *env) steadyRefresh(ns string) (*refreshResult, error) {
 	ctx, cancel := e.phaseContext()
 	defer cancel()
 	imgs := imageNames(e.cfg.Images)
-	r := &refreshResult{Images: len(imgs), RefreshEverySeconds: e.cfg.RefreshEvery.Seconds(), FinalStatuses: map[string]int{}}
+	r := &refreshResult{Run: e.runInfo(), Images: len(imgs), RefreshEverySeconds: e.cfg.RefreshEvery.Seconds(), FinalStatuses: map[string]int{}}
 	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return r, err
@@ -397,6 +401,7 @@ func (e *env) reportImages(ctx context.Context, nodes []corev1.Node, imgs []stri
 
 // Scenario 4: pulls whose pods finish within milliseconds (no pull delay).
 type fastResult struct {
+	Run    runInfo      `json:"run"`
 	Nodes  int          `json:"nodes"`
 	Images int          `json:"images"`
 	Pulls  int          `json:"pulls"`
@@ -414,7 +419,7 @@ type fastRun struct {
 func (e *env) fastPods() (*fastResult, error) {
 	images := e.cfg.FastPulls / e.cfg.FastNodes
 	nodes, imgs := nodeNames("sandbox-node-", e.cfg.FastNodes), imageNames(images)
-	r := &fastResult{Nodes: len(nodes), Images: images, Pulls: e.cfg.FastPulls}
+	r := &fastResult{Run: e.runInfo(), Nodes: len(nodes), Images: images, Pulls: e.cfg.FastPulls}
 	fl, err := e.floor("scenario 4", "s4-floor", nodes, imgs)
 	r.Floor = fl
 	if err != nil {
