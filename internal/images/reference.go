@@ -6,6 +6,8 @@ package images
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/distribution/reference"
 )
@@ -32,6 +34,9 @@ func Parse(s string) (Ref, error) {
 	if err != nil {
 		return Ref{}, fmt.Errorf("%q is not a valid image reference: %v", s, err)
 	}
+	if err := checkPort(reference.Domain(named)); err != nil {
+		return Ref{}, fmt.Errorf("%q is not a valid image reference: %v", s, err)
+	}
 	r := Ref{Name: named.Name()}
 	if t, ok := named.(reference.Tagged); ok {
 		r.Tag = t.Tag()
@@ -44,6 +49,26 @@ func Parse(s string) (Ref, error) {
 		r.Tag = "latest"
 	}
 	return r, nil
+}
+
+// checkPort refuses a registry port outside 1-65535: the reference grammar
+// takes any digits, and such a reference would only fail at pull time, on
+// every node, as an unreachable registry.
+func checkPort(domain string) error {
+	host := domain
+	if i := strings.LastIndex(domain, "]"); i >= 0 {
+		host = domain[i+1:] // [ipv6]:port
+	}
+	i := strings.LastIndex(host, ":")
+	if i < 0 {
+		return nil
+	}
+	digits := host[i+1:]
+	port, err := strconv.Atoi(digits)
+	if err != nil || port < 1 || port > 65535 {
+		return fmt.Errorf("registry port %s is out of range 1-65535", digits)
+	}
+	return nil
 }
 
 // String is the canonical form: name, then :tag and/or @digest.

@@ -25,6 +25,12 @@ func TestNormalize(t *testing.T) {
 		{in: "nginx:a b", wantErr: true},
 		{in: "http://nginx", wantErr: true},
 		{in: "busybox@sha256:abc", wantErr: true},
+		{in: "localhost:65535/app:v1", want: "localhost:65535/app:v1"},
+		{in: "[::1]:5000/app:v1", want: "[::1]:5000/app:v1"},
+		{in: "registry.example.com:99999999999/app:v1", wantErr: true},
+		{in: "registry.example.com:65536/app:v1", wantErr: true},
+		{in: "registry.example.com:0/app:v1", wantErr: true},
+		{in: "[::1]:70000/app:v1", wantErr: true},
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {

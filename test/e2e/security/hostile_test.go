@@ -145,6 +145,8 @@ func hostileImageCaches() []hostile {
 		"nginx\u0000", ":latest"} {
 		add("reference "+strconv.Quote(img), byWebhook, 422, oneList("nginx:1.27", img), `spec.cacheSpec[0].images[1]: Invalid value: `+strconv.Quote(img)+`: `, ref)
 	}
+	add("registry port beyond 65535", byWebhook, 422, oneList("registry.example.com:99999999999/app:v1"),
+		`spec.cacheSpec[0].images[0]: Invalid value: "registry.example.com:99999999999/app:v1": `, `registry port 99999999999 is out of range 1-65535`)
 	add("the same image twice", byWebhook, 422, oneList("nginx", "docker.io/library/nginx:latest"),
 		`spec.cacheSpec[0].images[1]: Invalid value: "docker.io/library/nginx:latest": names the same image as spec.cacheSpec[0].images[0] ("nginx")`)
 	add("the same digest twice", byWebhook, 422, oneList("busybox:1@sha256:"+digest64, "busybox@sha256:"+digest64),
@@ -213,6 +215,9 @@ func hostileKubeFledgeds() []hostile {
 	add("lease namespace", bySchema, 422, c("leaderElectionNamespace", `"Kube_System"`), `spec.controller.leaderElectionNamespace: Invalid value: "Kube_System"`)
 	add("extraArgs is a string", bySchema, 422, c("extraArgs", `"--privileged"`), `spec.controller.extraArgs: Invalid value: "string": spec.controller.extraArgs in body must be of type array`)
 	add("maxConcurrentJobs 0", bySchema, 422, c("maxConcurrentJobs", `0`), `spec.controller.maxConcurrentJobs`, `greater than or equal to 1`)
+	add("helperImage of 1 MiB", bySchema, 422, c("helperImage", jsonString(strings.Repeat("a", 1<<20))), `spec.controller.helperImage: Too long: may not be more than 512 bytes`)
+	add("priorityClassName not a name", bySchema, 422, c("priorityClassName", `"Not A Name"`), `spec.controller.priorityClassName: Invalid value: "Not A Name": spec.controller.priorityClassName in body should match`)
+	add("legacy webhookServer.priorityClassName not a name", bySchema, 422, `{"webhookServer":{"priorityClassName":"Not A Name"}}`, `spec.webhookServer.priorityClassName: Invalid value: "Not A Name"`)
 	add("image digest", bySchema, 422, `{"image":{"digest":"sha256:xyz"}}`, `spec.image.digest: Invalid value: "sha256:xyz"`)
 	add("fullnameOverride of 64", bySchema, 422, `{"fullnameOverride":"`+strings.Repeat("f", 64)+`"}`, `spec.fullnameOverride: Too long: may not be more than 63 bytes`)
 	add("webhook port 70000", bySchema, 422, `{"webhook":{"port":70000}}`, `spec.webhook.port: Invalid value: 70000: spec.webhook.port in body should be less than or equal to 65535`)
@@ -435,13 +440,7 @@ func acceptedGaps() []hostile {
 	post := func(name string, body []byte) hostile {
 		return hostile{name: name, method: http.MethodPost, body: body}
 	}
-	gapCache := func(name, spec string) []byte {
-		return []byte(`{"apiVersion":"kubefledged.io/v1alpha2","kind":"ImageCache","metadata":{"name":"` + name + `","labels":{"gap":"true"}},"spec":` + spec + `}`)
-	}
 	return []hostile{
-		post("ImageCache: a registry port beyond 65535", gapCache("gap-port", oneList("registry.example.com:99999999999/app:v1"))),
-		post("KubeFledged: controller.helperImage of 1 MiB (no maxLength)", kubeFledged("gap-helper", `{"controller":{"helperImage":"`+strings.Repeat("a", 1<<20)+`"}}`)),
-		post("KubeFledged: controller.priorityClassName not a name (no pattern)", kubeFledged("gap-priority", `{"controller":{"priorityClassName":"Not A Name"}}`)),
 		post("KubeFledged: affinity with unknown fields (preserved unchecked)", kubeFledged("gap-affinity", `{"affinity":{"bogus":1}}`)),
 	}
 }
@@ -450,7 +449,7 @@ func acceptedGaps() []hostile {
 // the operator let go of them (its finalizer), so the namespace is clean.
 func deleteGapKubeFledgeds(t *testing.T, w *world, ns string) {
 	ctx := context.Background()
-	for _, name := range []string{"gap-helper", "gap-priority", "gap-affinity"} {
+	for _, name := range []string{"gap-affinity"} {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(operator.KubeFledgedGVK)
 		u.SetNamespace(ns)
