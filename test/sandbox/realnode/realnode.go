@@ -83,8 +83,8 @@ type Node struct {
 	lock       *hostLock
 	reg        *registryServer
 	cri        *criClient
-	containerd *proc
-	kubelet    *proc
+	containerd *sandbox.Child
+	kubelet    *sandbox.Child
 	client     kubernetes.Interface
 	readyIn    time.Duration
 
@@ -357,7 +357,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 		return err
 	}
 	var err error
-	if n.containerd, err = startProc(n.logDir, "containerd", "containerd", "--config", n.configPath("containerd.toml"), "--log-level", "warn"); err != nil {
+	if n.containerd, err = sandbox.StartChild(n.logDir, "containerd", "containerd", "--config", n.configPath("containerd.toml"), "--log-level", "warn"); err != nil {
 		return err
 	}
 	if n.cri, err = dialCRI(n.socket); err != nil {
@@ -369,7 +369,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 		defer cancel()
 		ok, err := n.cri.ready(cctx)
 		if errors.Is(err, errNoCRI) {
-			return false, fmt.Errorf("%w; last lines of %s:\n%s", err, n.containerd.logPath, n.containerd.tail(20))
+			return false, fmt.Errorf("%w; last lines of %s:\n%s", err, n.containerd.LogPath(), n.containerd.Tail(20))
 		}
 		if err != nil {
 			last = err
@@ -383,9 +383,9 @@ func (n *Node) waitFor(ctx context.Context, what string, cond func() (bool, erro
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		for _, p := range []*proc{n.containerd, n.kubelet} {
-			if p != nil && p.exited() {
-				return fmt.Errorf("realnode: waiting for %s: %w", what, p.failure())
+		for _, p := range []*sandbox.Child{n.containerd, n.kubelet} {
+			if p.Exited() {
+				return fmt.Errorf("realnode: waiting for %s: %w", what, p.Failure())
 			}
 		}
 		ok, err := cond()
@@ -534,7 +534,7 @@ clusterDomain: cluster.local
 	if err := os.WriteFile(n.configPath("kubelet.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	if n.kubelet, err = startProc(n.logDir, "kubelet", filepath.Join(binDir, "kubelet"),
+	if n.kubelet, err = sandbox.StartChild(n.logDir, "kubelet", filepath.Join(binDir, "kubelet"),
 		"--config="+n.configPath("kubelet.yaml"),
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+d("kubelet"),
@@ -621,8 +621,8 @@ func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		var notes []error
 		// The kubelet first, or it would start the pods again as they are removed.
-		n.kubelet.stop(stopGrace)
-		if n.cri != nil && n.containerd != nil && !n.containerd.exited() {
+		n.kubelet.Stop(stopGrace)
+		if n.cri != nil && n.containerd != nil && !n.containerd.Exited() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := n.cri.removePods(ctx); err != nil {
 				notes = append(notes, fmt.Errorf("removing the pods through CRI: %w", err))
@@ -630,7 +630,7 @@ func (n *Node) Stop() error {
 			cancel()
 		}
 		n.cri.close()
-		n.containerd.stop(stopGrace)
+		n.containerd.Stop(stopGrace)
 		n.reg.close()
 		if n.journal != nil {
 			if err := n.journal.undo(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -242,10 +241,8 @@ func runPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Nod
 // abandon is what the death of the test binary does to a node: the kernel kills the
 // daemons (Pdeathsig) and drops the lock, and nothing else happens.
 func (n *Node) abandon() {
-	for _, p := range []*proc{n.kubelet, n.containerd} {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
+	n.kubelet.Kill()
+	n.containerd.Kill()
 	n.cri.close()
 	n.reg.close()
 	_ = n.lock.f.Close()
