@@ -416,7 +416,7 @@ func (r *report) markdown() string {
 		var runs []*phase
 		var rows [][]string
 		for i, run := range s.Runs {
-			runs = append(runs, run.phase)
+			runs = append(runs, &run.phase)
 			problems := "none"
 			if len(run.Problems) > 0 {
 				problems = strings.Join(run.Problems, "; ")

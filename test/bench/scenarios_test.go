@@ -410,8 +410,10 @@ type fastResult struct {
 	Exact  bool         `json:"exactEveryRun"`
 }
 
+// The phase is embedded by value: encoding/json cannot allocate an
+// embedded pointer to an unexported type when BENCH_MERGE reads a report.
 type fastRun struct {
-	*phase
+	phase
 	Exact    bool     `json:"exact"`
 	Problems []string `json:"problems,omitempty"`
 }
@@ -438,7 +440,7 @@ func (e *env) fastPods() (*fastResult, error) {
 			return r, err
 		}
 		p.RatioToFloor = round(p.Seconds/fl.Seconds, 2)
-		run := &fastRun{phase: p}
+		run := &fastRun{phase: *p}
 		run.Problems = exactness(p, final, r.Pulls)
 		run.Exact = len(run.Problems) == 0
 		r.Exact = r.Exact && run.Exact
