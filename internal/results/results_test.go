@@ -94,6 +94,10 @@ func TestAtDeadline(t *testing.T) {
 			want: Outcome{State: Failed, Expired: true, Reason: "Pending"}, wantMsg: "Pod c-1-abcde is still pending: check if node n1 is ready"},
 		{name: "container creating explains nothing; the phase does", job: job(), pods: []corev1.Pod{waitingPod("ContainerCreating", "")},
 			want: Outcome{State: Failed, Expired: true, Reason: "Pending"}, wantMsg: "check if node n1 is ready"},
+		{name: "a pod that succeeded before the Job controller saw it", job: job(), pods: []corev1.Pod{
+			pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+			pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		}, want: Outcome{State: Succeeded}},
 		{name: "running at the deadline", job: job(), pods: []corev1.Pod{pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })},
 			want: Outcome{State: Failed, Expired: true, Reason: "Running"}, wantMsg: "still running"},
 		{name: "the newest of several pods tells the story", job: job(), pods: []corev1.Pod{
