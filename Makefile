@@ -10,6 +10,9 @@ LOCALBIN ?= $(CURDIR)/bin
 export KUBEFLEDGED_BIN_DIR := $(LOCALBIN)
 SANDBOX_DIR ?= $(CURDIR)/.sandbox
 SANDBOX_NODES ?= 3
+# SANDBOX_REAL_NODE=1 adds a real node (kubelet on containerd, registry on
+# 127.0.0.1) beside the fake ones in sandbox-up; it needs root and `make realnode-tools`.
+SANDBOX_REAL_NODE ?=
 KUBECTL = $(LOCALBIN)/kubectl
 # Integration tests start several control planes; give them time on 2 cores.
 TEST_TIMEOUT ?= 30m
@@ -116,7 +119,7 @@ docker-build: ## Build the image (needs a Docker engine; none on the dev machine
 
 .PHONY: sandbox-up
 sandbox-up: tools ## Start the sandbox cluster in the background (kubeconfig in .sandbox/kubeconfig).
-	hack/sandbox.sh up $(SANDBOX_DIR) $(SANDBOX_NODES)
+	hack/sandbox.sh up $(SANDBOX_DIR) $(SANDBOX_NODES) $(if $(SANDBOX_REAL_NODE),--real-node)
 
 .PHONY: sandbox-down
 sandbox-down: ## Stop the sandbox cluster.

@@ -2,16 +2,17 @@
 # Starts the sandbox cluster in the background (up) or stops it (down).
 # up waits until <dir>/ready exists, so the next command can use the cluster.
 set -euo pipefail
-cmd=${1:?usage: sandbox.sh up DIR NODES | down DIR}
+cmd=${1:?usage: sandbox.sh up DIR NODES [--real-node] | down DIR}
 dir=${2:?sandbox dir}
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "$cmd" in
 up)
   nodes=${3:-3}
+  extra=${4:-} # --real-node: a kubelet on containerd beside the fake nodes (root)
   mkdir -p "$dir" "$root/bin"
   go build -o "$root/bin/sandbox" "$root/hack/sandbox"
   rm -f "$dir/ready" # a stale one from a killed run would fool the wait below
-  nohup "$root/bin/sandbox" up --dir "$dir" --nodes "$nodes" >"$dir/sandbox.log" 2>&1 &
+  nohup "$root/bin/sandbox" up --dir "$dir" --nodes "$nodes" $extra >"$dir/sandbox.log" 2>&1 &
   for _ in $(seq 1 240); do
     [ -f "$dir/ready" ] && { echo "sandbox up: export KUBECONFIG=$dir/kubeconfig"; exit 0; }
     kill -0 $! 2>/dev/null || { echo "sandbox failed to start:"; tail -20 "$dir/sandbox.log"; exit 1; }

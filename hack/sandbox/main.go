@@ -2,6 +2,7 @@
 // for poking at the operator by hand:
 //
 //	go run ./hack/sandbox up --dir .sandbox --nodes 3   # until SIGINT/SIGTERM
+//	go run ./hack/sandbox up --real-node ...           # also a kubelet on containerd (root)
 //	go run ./hack/sandbox down --dir .sandbox           # stops the one started by up
 //
 // up writes <dir>/kubeconfig, then touches <dir>/ready so scripts can wait for it, and removes
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kubefledged/kube-fledged/test/sandbox"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
 
 const pidFile = "sandbox.pid"
@@ -46,7 +48,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: sandbox up --dir DIR [--nodes N] [--pull-delay D] [--bin-dir DIR] | sandbox down --dir DIR")
+	fmt.Fprintln(os.Stderr, "usage: sandbox up --dir DIR [--nodes N] [--pull-delay D] [--bin-dir DIR] [--real-node] | sandbox down --dir DIR")
 	os.Exit(2)
 }
 
@@ -56,6 +58,7 @@ func up(args []string) error {
 	nodes := fs.Int("nodes", 3, "fake nodes to create")
 	pullDelay := fs.Duration("pull-delay", 0, "simulated image pull time on fake nodes")
 	binDir := fs.String("bin-dir", "", "dir with etcd, kube-apiserver, ... (default: $KUBEFLEDGED_BIN_DIR or <repo>/bin)")
+	realNode := fs.Bool("real-node", false, "also run a real node (kubelet, containerd, a registry on 127.0.0.1) beside the fake ones; needs root")
 	_ = fs.Parse(args)
 
 	abs, err := filepath.Abs(*dir)
@@ -86,15 +89,32 @@ func up(args []string) error {
 		return err
 	}
 	defer func() { _ = sb.Stop() }()
+	var node *realnode.Node
+	if *realNode {
+		// Its state and logs live beside the sandbox's; kwok leaves it alone
+		// (it manages only nodes annotated as fake).
+		node, err = realnode.Start(ctx, sb, realnode.Options{Dir: filepath.Join(abs, "realnode"), BinDir: *binDir})
+		if err != nil {
+			return fmt.Errorf("real node: %w", err)
+		}
+		defer func() { _ = node.Stop() }()
+	}
 	if err := os.WriteFile(ready, nil, 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("sandbox up in %s with %d nodes\n  export KUBECONFIG=%s\n  logs: %s\n",
 		time.Since(begin).Round(time.Millisecond), *nodes, sb.KubeconfigPath(), filepath.Join(sb.Dir(), "logs"))
+	if node != nil {
+		fmt.Printf("  real node %s: registry %s, CRI socket %s, logs %s\n", node.Name(), node.Registry(), node.CRISocket(), node.LogDir())
+	}
 	<-ctx.Done()
 	fmt.Println("sandbox stopping")
 	_ = os.Remove(ready)
-	return sb.Stop()
+	var nodeErr error
+	if node != nil {
+		nodeErr = node.Stop()
+	}
+	return errors.Join(nodeErr, sb.Stop())
 }
 
 func down(args []string) error {
