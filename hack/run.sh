@@ -40,7 +40,9 @@ KUBEFLEDGED_NAMESPACE=kube-fledged "$bin/kubefledged" controller --kubeconfig "$
   --image-pull-deadline-duration=20s >"$logs/controller.log" 2>&1 &
 pids+=($!)
 if [ -f "$root/watches.yaml" ] && kubectl get crd kubefledgeds.charts.helm.kubefledged.io >/dev/null 2>&1; then
-  (cd "$root" && KUBEFLEDGED_NAMESPACE=kube-fledged "$bin/kubefledged" operator --kubeconfig "$KUBECONFIG" --leader-elect=false \
+  # exec, so that $! is the operator itself and the clean-up's kill reaches
+  # it (a subshell killed in its place left the operator running).
+  (cd "$root" && KUBEFLEDGED_NAMESPACE=kube-fledged exec "$bin/kubefledged" operator --kubeconfig "$KUBECONFIG" --leader-elect=false \
     --metrics-bind-address=0 --health-probe-bind-address=0 >"$logs/operator.log" 2>&1) &
   pids+=($!)
 fi
