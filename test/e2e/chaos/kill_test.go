@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,14 +61,7 @@ func TestControllerKilled(t *testing.T) {
 	if Long() {
 		kills, perRole = 40, 3
 	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("KUBEFLEDGED_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		g.Expect(err).NotTo(HaveOccurred())
-		seed = v
-	}
-	rng := rand.New(rand.NewSource(seed))
-	t.Logf("seed %d (set KUBEFLEDGED_CHAOS_SEED to replay the same kill points)", seed)
+	rng := Rand(t)
 
 	ns := e.Namespace(t, "kill")
 	jobLog := e.RecordJobs(t)

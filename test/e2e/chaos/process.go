@@ -14,13 +14,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -29,6 +32,26 @@ const LongEnv = "KUBEFLEDGED_CHAOS_LONG"
 
 // Long reports whether the long variants were asked for.
 func Long() bool { return os.Getenv(LongEnv) != "" }
+
+// SeedEnv replays the random kill points of an earlier run.
+const SeedEnv = "KUBEFLEDGED_CHAOS_SEED"
+
+// Rand returns the random source of a fault test, seeded from SeedEnv when
+// set, else from the clock, and logs the seed so that a failure can be
+// replayed.
+func Rand(t testing.TB) *rand.Rand {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv(SeedEnv); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", SeedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (set %s to replay the same kill points)", seed, SeedEnv)
+	return rand.New(rand.NewSource(seed))
+}
 
 // RepoRoot is the first directory above the working directory holding go.mod.
 func RepoRoot() (string, error) {

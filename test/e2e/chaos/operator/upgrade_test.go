@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,14 +57,7 @@ func TestOperatorKilledDuringUpgrade(t *testing.T) {
 	if chaos.Long() {
 		kills = 12
 	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("KUBEFLEDGED_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		g.Expect(err).NotTo(HaveOccurred())
-		seed = v
-	}
-	rng := rand.New(rand.NewSource(seed))
-	t.Logf("seed %d", seed)
+	rng := chaos.Rand(t)
 
 	ns := e.Namespace(t, "op")
 	dyn, err := dynamic.NewForConfig(e.SB.Config())
