@@ -71,8 +71,9 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler. Jobs are owned: every change of
-// a Job's status wakes its cache, so no result is missed, however fast its
-// pod finished. Node changes wake the caches whose lists select the node.
+// a Job's status wakes its cache (jobEvents), so no result is missed, however
+// fast its pod finished. Node changes wake the caches whose lists select the
+// node.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -93,7 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("imagecache").
 		For(&v1alpha2.ImageCache{}).
-		Owns(&batchv1.Job{}).
+		Watches(&batchv1.Job{}, r.jobEvents(mgr)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).

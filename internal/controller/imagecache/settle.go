@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
@@ -61,24 +62,28 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 	return ctrl.Result{RequeueAfter: next}, nil
 }
 
-// settle reads the Jobs of the operation, fixes the outcome of each that
-// finished or reached its deadline (releasing its slot), updates the counts,
-// and fixes the final results once nothing is left. It returns when the next
-// Job deadline falls.
+// settle fixes the outcome of each Job that finished or reached its deadline
+// (releasing its slot), deletes it under the delete policy, updates the
+// counts, and fixes the final results once nothing is left. It returns when
+// the next Job deadline falls.
+//
+// Only Jobs that may have changed are read: those with events since the last
+// settle, those created since, and, once the earliest deadline has passed,
+// every unsettled one. Job events wake the cache, so nothing else can have
+// changed; reading all 10,000 Jobs of an operation at each of its events was
+// most of the controller's CPU.
 func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (time.Duration, error) {
-	// Read-only views of the cached Jobs and pods: this runs at every
-	// progress step of every operation, and deep copies of 10,000 Jobs were
-	// half the controller's CPU. Nothing below writes to them.
-	list := &batchv1.JobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(cache.Namespace), client.MatchingLabels{jobs.LabelOperation: op.id}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, err
-	}
-	byName := make(map[string]*batchv1.Job, len(list.Items))
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
-	}
 	now := r.Clock.Now()
 	key := client.ObjectKeyFromObject(cache)
+	look := r.ops.takeChanged(key)
+	if look == nil {
+		look = map[string]bool{}
+	}
+	for name := range op.unseen {
+		look[name] = true
+	}
+	clear(op.unseen)
+	scan := !op.nextDeadline.IsZero() && !now.Before(op.nextDeadline)
 
 	var pods map[string][]corev1.Pod
 	podsOf := func(job string) []corev1.Pod {
@@ -87,19 +92,18 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		}
 		return pods[job]
 	}
-	var next time.Duration
+	var gone, settledNow []string
 	lookups := 0
-	for _, name := range op.names {
+	settleOne := func(name string) {
 		if _, done := op.settled[name]; done {
-			continue
+			return
 		}
 		created, ok := op.createdAt[name]
 		if !ok {
-			continue // waiting for a slot: no deadline runs yet
+			return // waiting for a slot: no deadline runs yet
 		}
-		deadline := created.Add(r.Config.Deadline)
-		expired := !now.Before(deadline)
-		job := byName[name]
+		expired := !now.Before(created.Add(r.Config.Deadline))
+		job := r.cachedJob(ctx, cache.Namespace, name)
 		var o results.Outcome
 		switch {
 		case job == nil && !expired:
@@ -122,21 +126,40 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			}
 		}
 		if o.State == results.Pending {
-			if left := deadline.Sub(now) + deadlineSlack; next == 0 || left < next {
-				next = left
-			}
-			continue
+			return
 		}
-		if o.Expired && job != nil && !r.Config.Retain {
-			// Its slot is freed now; with the delete policy the Job goes
-			// now too, so that what runs in the cluster stays within the
-			// caps (it would be deleted when the operation ends anyway).
-			if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return 0, err
-			}
+		if job != nil && !r.Config.Retain {
+			gone = append(gone, name)
 		}
 		op.settled[name] = o
 		observe(op.work[op.index[name]].Kind, o)
+		settledNow = append(settledNow, name)
+	}
+	if scan {
+		op.nextDeadline = time.Time{}
+		for _, name := range op.names {
+			settleOne(name)
+			if _, done := op.settled[name]; done {
+				continue
+			}
+			if created, ok := op.createdAt[name]; ok {
+				if d := created.Add(r.Config.Deadline); op.nextDeadline.IsZero() || d.Before(op.nextDeadline) {
+					op.nextDeadline = d
+				}
+			}
+		}
+	} else {
+		for name := range look {
+			settleOne(name)
+		}
+	}
+	// With the delete policy a settled Job goes at once: its result is
+	// known, and the end of a large operation has no mass deletion left to
+	// wait for. Its slot is freed only then, so that a Job still running at
+	// its deadline is gone before another cache's Job takes its place: what
+	// runs in the cluster stays within the caps.
+	r.deleteJobs(ctx, cache.Namespace, gone)
+	for _, name := range settledNow {
 		if node, ok := op.holding[name]; ok {
 			delete(op.holding, name)
 			r.limiter.Release(key, node)
@@ -145,6 +168,10 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	op.counts = countsOf(op, len(op.createdAt)-len(op.settled), len(op.names)-len(op.createdAt))
 	if len(op.settled) < len(op.names) {
+		var next time.Duration
+		if !op.nextDeadline.IsZero() {
+			next = op.nextDeadline.Sub(now) + deadlineSlack
+		}
 		return next, nil
 	}
 	items := append([]results.Item{}, op.unstarted...)
@@ -154,6 +181,49 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	op.final = &finalState{items: items, summary: results.Summarise(items, op.deleting())}
 	return 0, nil
+}
+
+// cachedJob reads a Job from the informer cache without copying it (nothing
+// here writes to it); nil when the cache does not hold it.
+func (r *Reconciler) cachedJob(ctx context.Context, ns, name string) *batchv1.Job {
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	return job
+}
+
+// deleteJobs deletes settled Jobs, their pods in the background, a few calls
+// at a time. A Job someone else deleted first is fine. One that could not be
+// deleted now is deleted with the rest of the operation's Jobs at its end,
+// so its result, already settled, is never read again.
+func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	sem := make(chan struct{}, r.Config.CreateParallelism)
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		sem <- struct{}{}
+		go func(name string) {
+			defer func() { <-sem }()
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			errs <- client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+		}(name)
+	}
+	failed := 0
+	var first error
+	for range names {
+		if err := <-errs; err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		log.FromContext(ctx).Info("deleting settled jobs failed; the operation's end deletes them", "failed", failed, "error", first.Error())
+	}
 }
 
 // resultOf names a settled outcome as Job labels and metrics do.

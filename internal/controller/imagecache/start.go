@@ -49,6 +49,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
 		spec: *cache.Spec.DeepCopy(), start: now, eligible: plan.EligibleNodes(&cache.Spec, nodes.Items), only: only,
 		index: map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
+		unseen:  map[string]bool{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, unmatched: p.Unmatched,
 	}
 	for img, why := range p.Invalid {
@@ -165,7 +166,12 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 			// The slot stays held: the retry creates this very Job.
 			continue
 		}
-		op.createdAt[res.name] = r.Clock.Now()
+		now := r.Clock.Now()
+		op.createdAt[res.name] = now
+		op.unseen[res.name] = true
+		if op.nextDeadline.IsZero() {
+			op.nextDeadline = now.Add(r.Config.Deadline)
+		}
 		metrics.JobsCreated.WithLabelValues(string(op.work[op.index[res.name]].Kind)).Inc()
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))

@@ -53,6 +53,14 @@ type operation struct {
 	written   v1alpha2.Counts
 	lastWrite time.Time
 
+	// unseen are Jobs created since the last settle: each is looked at once
+	// after its creation, whatever its events did meanwhile.
+	unseen map[string]bool
+	// nextDeadline is the earliest deadline of an unsettled Job. Before it,
+	// settling looks only at the Jobs whose events arrived; from it on, at
+	// every Job, to find those that expired.
+	nextDeadline time.Time
+
 	// final is computed once, when every item is settled; retries of the
 	// finishing writes reuse it.
 	final *finalState
@@ -84,6 +92,11 @@ type tracker struct {
 	mu       sync.Mutex
 	ops      map[types.NamespacedName]*operation
 	coverage map[types.NamespacedName]coverage
+	// changed are the Jobs, per cache with a running operation, whose
+	// events arrived since its last settle. Settling reads only these (and
+	// the expired ones): reading every Job of a 10,000-Job operation at each
+	// event made an operation quadratic in its size.
+	changed map[types.NamespacedName]map[string]bool
 }
 
 type coverage struct {
@@ -92,7 +105,32 @@ type coverage struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{}}
+	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{},
+		changed: map[types.NamespacedName]map[string]bool{}}
+}
+
+// jobChanged notes an event of a Job of cache k. Caches with no running
+// operation have nothing to settle, so nothing is kept for them.
+func (t *tracker) jobChanged(k types.NamespacedName, job string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ops[k] == nil {
+		return
+	}
+	if t.changed[k] == nil {
+		t.changed[k] = map[string]bool{}
+	}
+	t.changed[k][job] = true
+}
+
+// takeChanged returns the Jobs of cache k with events since the last call,
+// and forgets them: an event arriving after this call marks its Job again.
+func (t *tracker) takeChanged(k types.NamespacedName) map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.changed[k]
+	delete(t.changed, k)
+	return c
 }
 
 func (t *tracker) get(k types.NamespacedName) *operation {
@@ -112,6 +150,7 @@ func (t *tracker) drop(k types.NamespacedName) *operation {
 	defer t.mu.Unlock()
 	o := t.ops[k]
 	delete(t.ops, k)
+	delete(t.changed, k)
 	return o
 }
 
@@ -136,6 +175,7 @@ func (t *tracker) forget(k types.NamespacedName) {
 	defer t.mu.Unlock()
 	delete(t.ops, k)
 	delete(t.coverage, k)
+	delete(t.changed, k)
 }
 
 func newOperationID() string {
