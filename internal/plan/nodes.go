@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
@@ -77,6 +80,27 @@ func EligibleNodes(spec *v1alpha2.ImageCacheSpec, nodes []corev1.Node) map[strin
 	for i := range spec.CacheSpec {
 		e, _ := split(nodes, &spec.CacheSpec[i])
 		for _, n := range e {
+			out[n.Name] = true
+		}
+	}
+	return out
+}
+
+// ExistedAt returns the eligible nodes created before t: the nodes a cache's
+// operation that started at t could cover. The controller uses it when it
+// first sees a cache (after a start-up, with no memory of what its last
+// operation covered) so that nodes that joined since are still caught up,
+// whatever the timing of that first look. Without a start time, every
+// eligible node counts. A node created in the same second counts as new: a
+// needless pull is skipped or cheap, a missed one is not.
+func ExistedAt(nodes []corev1.Node, eligible map[string]bool, t *metav1.Time) map[string]bool {
+	out := map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i]
+		if !eligible[n.Name] {
+			continue
+		}
+		if t == nil || n.CreationTimestamp.Time.Truncate(time.Second).Before(t.Time.Truncate(time.Second)) {
 			out[n.Name] = true
 		}
 	}

@@ -224,3 +224,26 @@ func TestDue(t *testing.T) {
 		})
 	}
 }
+
+func TestExistedAt(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	nodeAt := func(name string, created time.Duration) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(start.Add(created))}}
+	}
+	nodes := []corev1.Node{nodeAt("old", -time.Hour), nodeAt("same-second", 300*time.Millisecond), nodeAt("new", time.Minute), nodeAt("not-eligible", -time.Hour)}
+	eligible := map[string]bool{"old": true, "same-second": true, "new": true}
+	tests := []struct {
+		name  string
+		start *metav1.Time
+		want  map[string]bool
+	}{
+		{"nodes created before the start", &start, map[string]bool{"old": true}},
+		{"no start time: every eligible node", nil, eligible},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(ExistedAt(nodes, eligible, tt.start)).To(Equal(tt.want))
+		})
+	}
+}

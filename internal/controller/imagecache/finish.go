@@ -146,9 +146,10 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 	case plan.Update, plan.NewNodes:
 		prev, known := r.ops.covered(key, op.uid)
 		if !known {
-			// First sight of the cache since start-up: take the nodes as
-			// covered, as newNodes does.
-			return op.eligible
+			// First sight of the cache since start-up: the nodes that
+			// existed when the previous operation started, as newNodes
+			// takes them.
+			prev = op.priorCoverage
 		}
 		out := map[string]bool{}
 		for n := range op.eligible {

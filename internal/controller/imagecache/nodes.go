@@ -61,8 +61,9 @@ func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []rec
 
 // newNodes returns the nodes the cache's lists could use now but that its
 // latest operation did not cover. A purged cache covers nothing and wants
-// nothing. The first time the controller sees a cache it takes the eligible
-// nodes as covered: the start-up refresh (on by default) covers the rest.
+// nothing. The first time the controller sees a cache it has no memory of
+// that operation: the eligible nodes that existed when it started count as
+// covered, and those created since are new.
 func (r *Reconciler) newNodes(ctx context.Context, cache *v1alpha2.ImageCache) (map[string]bool, error) {
 	if cache.Status.Status == "" || cache.Status.Reason == string(plan.Purge) {
 		return nil, nil
@@ -75,8 +76,7 @@ func (r *Reconciler) newNodes(ctx context.Context, cache *v1alpha2.ImageCache) (
 	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items)
 	covered, ok := r.ops.covered(key, cache.UID)
 	if !ok {
-		r.ops.setCoverage(key, cache.UID, eligible)
-		return nil, nil
+		covered = plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime)
 	}
 	fresh := map[string]bool{}
 	still := map[string]bool{}

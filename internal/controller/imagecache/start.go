@@ -45,10 +45,12 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	})
 
 	now := r.Clock.Now()
+	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items)
 	op := &operation{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
-		spec: *cache.Spec.DeepCopy(), start: now, eligible: plan.EligibleNodes(&cache.Spec, nodes.Items), only: only,
-		index: map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
+		spec: *cache.Spec.DeepCopy(), start: now, eligible: eligible, only: only,
+		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime),
+		index:         map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
 		unseen:  map[string]bool{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, unmatched: p.Unmatched,
 	}

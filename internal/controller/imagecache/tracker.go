@@ -30,6 +30,10 @@ type operation struct {
 	eligible map[string]bool
 	// only are the nodes a NewNodes operation works on.
 	only map[string]bool
+	// priorCoverage are the eligible nodes that existed when the cache's
+	// previous operation started: its coverage, as far as the cluster tells,
+	// for when the controller has none in memory.
+	priorCoverage map[string]bool
 
 	work  []jobs.Work
 	names []string       // Job name of each work item

@@ -48,7 +48,7 @@ func TestNewNodes(t *testing.T) {
 	sel := map[string]string{"pool": pool}
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
 	rec := recordJobs(t, ns)
-	runController(t, nil)
+	stop := runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "fleet"}
 
 	t0 := tick()
@@ -106,6 +106,17 @@ func TestNewNodes(t *testing.T) {
 
 	// Nothing else happens: no refresh, no Job.
 	g.Consistently(rec.take).WithTimeout(3 * time.Second).Should(BeEmpty())
+
+	// A node that joins while the controller is down is caught up when it
+	// is back, and only that node: a new process has no memory of what the
+	// last operation covered, so the nodes' creation times tell.
+	stop()
+	tick()
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-g", Labels: sel})
+	t3 := tick()
+	runController(t, nil)
+	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
+	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
 }
 
 // TestNodeChoice: cordoned and NotReady nodes are skipped and counted; by
