@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -93,11 +94,14 @@ func TestOperatorKilledDuringUpgrade(t *testing.T) {
 		point := []string{"pending-upgrade", "random"}[i%2]
 		points[point]++
 		pending := watch.pendingFrom(time.Now())
+		// A merge patch, not a read and an update: the operator writes the
+		// resource's status meanwhile, and a stale update would conflict.
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(operator.KubeFledgedGVK)
-		g.Expect(e.Client.Get(ctx, key, u)).To(Succeed())
-		g.Expect(unstructured.SetNestedField(u.Object, want, "spec", "controller", "imagePullDeadlineDuration")).To(Succeed())
-		g.Expect(e.Client.Update(ctx, u)).To(Succeed())
+		u.SetNamespace(key.Namespace)
+		u.SetName(key.Name)
+		body := fmt.Sprintf(`{"spec":{"controller":{"imagePullDeadlineDuration":%q}}}`, want)
+		g.Expect(e.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(body)))).To(Succeed())
 		switch point {
 		case "pending-upgrade":
 			select {
