@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -207,6 +208,21 @@ func firstDifference(a, b interface{}, path string) string {
 }
 
 func structural(node map[string]interface{}, path string) error {
+	if c, ok := node["$comment"].(string); ok && strings.HasPrefix(c, kubeTypeMarker) {
+		typed, err := kubeTypeSchema(strings.TrimPrefix(c, kubeTypeMarker))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		desc := node["description"]
+		clear(node)
+		for k, v := range typed {
+			node[k] = v
+		}
+		if desc != nil {
+			node["description"] = desc
+		}
+	}
+	delete(node, "$comment")
 	delete(node, "$schema")
 	delete(node, "$id")
 	delete(node, "title")

@@ -197,6 +197,44 @@ func TestCRDRefusesWhatTheChartRefuses(t *testing.T) {
 	}
 }
 
+// The pod-level values (affinity, tolerations, topology spread, resources,
+// security contexts) carry their Kubernetes types' schemas: a typo inside
+// them is refused when the resource is written, where Helm would pass it on
+// and the API server drop it from the Deployment.
+func TestCRDRefusesBadPodValues(t *testing.T) {
+	c := newSpecChecker(t)
+	for _, tt := range []struct{ spec, want string }{
+		{"affinity: {bogus: 1}", "unknown field spec.affinity.bogus"},
+		{"affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: 1}]}]}}}",
+			"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"},
+		{"affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: zone, labelSelecter: {}}}]}}",
+			"unknown field spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelecter"},
+		{"tolerations: [{key: a, efect: NoSchedule}]", "unknown field spec.tolerations[0].efect"},
+		{"tolerations: [{key: a, tolerationSeconds: forever}]", "spec.tolerations[0].tolerationSeconds"},
+		{"topologySpreadConstraints: [{maxSkew: 1, skew: 2}]", "unknown field spec.topologySpreadConstraints[0].skew"},
+		{"resources: {limits: {memory: lots}}", "spec.resources.limits.memory"},
+		{"resources: {limit: {memory: 1Gi}}", "unknown field spec.resources.limit"},
+		{"securityContext: {privileged: yes please}", "spec.securityContext.privileged"},
+		{"podSecurityContext: {runAsUser: root}", "spec.podSecurityContext.runAsUser"},
+	} {
+		errs := c.check(parse(t, tt.spec))
+		if !strings.Contains(strings.Join(errs, "\n"), tt.want) {
+			t.Errorf("%s: got %v, want %q", tt.spec, errs, tt.want)
+		}
+	}
+	for _, ok := range []string{
+		"resources: {limits: {cpu: 500m, memory: 128Mi}, requests: {cpu: 1, memory: 1e6}}",
+		"tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]",
+		"affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 10, preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}}]}}",
+		"topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]",
+		"securityContext: {capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}",
+	} {
+		if errs := c.check(parse(t, ok)); len(errs) > 0 {
+			t.Errorf("%s refused: %v", ok, errs)
+		}
+	}
+}
+
 func TestSpecSchemaRewrites(t *testing.T) {
 	props, err := SpecSchema([]byte(`{
 	  "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -233,6 +271,7 @@ func TestSpecSchemaRewrites(t *testing.T) {
 		"nested unknown":   `{"type": "array", "items": {"type": "string", "contentEncoding": "base64"}}`,
 		"two types":        `{"type": ["string", "integer"]}`,
 		"props and schema": `{"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}}`,
+		"unknown type":     `{"type": "object", "$comment": "kubefledged:type=core/v1.Pod"}`,
 		"not json":         `{`,
 	} {
 		if _, err := SpecSchema([]byte(s)); err == nil {
