@@ -134,11 +134,10 @@ func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op 
 }
 
 // coverageAfter is the set of nodes the cache's images are on once op
-// ended. A create or refresh covers every node eligible at its start; an
-// update and a new-nodes operation cover no node that the earlier
-// operations had not, besides the nodes they worked on; a purge none. Nodes
-// that became eligible during the operation stay uncovered and are caught
-// up by the next reconcile.
+// ended. A create or refresh covers every node eligible at its start or
+// added while it ran; an update and a new-nodes operation cover no node that
+// the earlier operations had not, besides the nodes they worked on; a purge
+// none.
 func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[string]bool {
 	switch op.kind {
 	case plan.Purge:
@@ -153,7 +152,7 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 		}
 		out := map[string]bool{}
 		for n := range op.eligible {
-			if prev[n] || op.only[n] {
+			if prev[n] || op.only[n] || op.joined[n] {
 				out[n] = true
 			}
 		}

@@ -36,7 +36,8 @@ func nodeChanges() predicate.Predicate {
 	}
 }
 
-// cachesForNode maps a node to the caches with a list that selects it.
+// cachesForNode maps a node to the caches with a list that selects it, and
+// tells the running operations of those caches that a node changed.
 func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []reconcile.Request {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -51,7 +52,9 @@ func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []rec
 		c := &caches.Items[i]
 		for j := range c.Spec.CacheSpec {
 			if plan.Selects(&c.Spec.CacheSpec[j], node) {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+				key := client.ObjectKeyFromObject(c)
+				r.ops.nodeChanged(key)
+				out = append(out, reconcile.Request{NamespacedName: key})
 				break
 			}
 		}

@@ -146,6 +146,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		op = nil
 	}
 	if op != nil {
+		if r.ops.takeNodesChanged(req.NamespacedName) {
+			if err := r.extend(ctx, cache, op); err != nil {
+				r.ops.nodeChanged(req.NamespacedName)
+				return ctrl.Result{}, err
+			}
+		}
 		return r.progress(ctx, cache, op)
 	}
 

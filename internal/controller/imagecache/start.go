@@ -51,25 +51,14 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		spec: *cache.Spec.DeepCopy(), start: now, eligible: eligible, only: only,
 		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime),
 		index:         map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
-		unseen:  map[string]bool{},
+		unseen: map[string]bool{}, joined: map[string]bool{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, unmatched: p.Unmatched,
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
 			Outcome: results.Outcome{State: results.Failed, Reason: "InvalidImageName", Message: why}})
 	}
-	for _, w := range p.Work {
-		if w.Kind == jobs.Delete && r.Config.Jobs.CRISocketPath == "" {
-			if _, err := jobs.DefaultSocket(w.Node.Runtime); err != nil {
-				op.unstarted = append(op.unstarted, results.Item{Image: w.Image, Node: w.Node.Name,
-					Outcome: results.Outcome{State: results.Failed, Reason: "UnsupportedRuntime", Message: err.Error()}})
-				continue
-			}
-		}
-		op.index[jobs.Name(cache.Name, op.id, w)] = len(op.work)
-		op.work = append(op.work, w)
-		op.names = append(op.names, jobs.Name(cache.Name, op.id, w))
-	}
+	r.addWork(cache, op, p.Work)
 	if kind != plan.Purge {
 		metrics.ImagePulls.WithLabelValues("already_present").Add(float64(op.present))
 	}
@@ -107,6 +96,62 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
 	}
 	return r.progress(ctx, cache, op)
+}
+
+// addWork adds work items to an operation, each under its fixed Job name. A
+// delete on a node whose runtime we cannot reach fails at once, without a
+// Job.
+func (r *Reconciler) addWork(cache *v1alpha2.ImageCache, op *operation, work []jobs.Work) {
+	for _, w := range work {
+		if w.Kind == jobs.Delete && r.Config.Jobs.CRISocketPath == "" {
+			if _, err := jobs.DefaultSocket(w.Node.Runtime); err != nil {
+				op.unstarted = append(op.unstarted, results.Item{Image: w.Image, Node: w.Node.Name,
+					Outcome: results.Outcome{State: results.Failed, Reason: "UnsupportedRuntime", Message: err.Error()}})
+				continue
+			}
+		}
+		name := jobs.Name(cache.Name, op.id, w)
+		op.index[name] = len(op.work)
+		op.work = append(op.work, w)
+		op.names = append(op.names, name)
+	}
+}
+
+// extend adds to a running operation the nodes that became eligible since it
+// started: they get every image of the operation's spec, as a new-nodes
+// operation would give them, but now, not once the operation has ended (a
+// large operation runs for minutes). A purge wants nothing on new nodes.
+func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
+	if op.kind == plan.Purge || op.final != nil {
+		return nil
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return err
+	}
+	joined := map[string]bool{}
+	for n := range plan.EligibleNodes(&op.spec, nodes.Items) {
+		if !op.eligible[n] {
+			joined[n] = true
+		}
+	}
+	if len(joined) == 0 {
+		return nil
+	}
+	p := plan.Build(plan.Input{Op: plan.NewNodes, Spec: op.spec, Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: joined})
+	for n := range joined {
+		op.eligible[n] = true
+		op.joined[n] = true
+	}
+	// Invalid images were reported for all nodes when the operation started.
+	op.present += p.Present
+	op.desired += p.Desired
+	op.skipped += p.Skipped
+	before := len(op.work)
+	r.addWork(cache, op, p.Work)
+	log.FromContext(ctx).Info("nodes joined the running operation", "id", op.id, "nodes", nodeList(joined), "jobs", len(op.work)-before)
+	r.Recorder.Event(cache, corev1.EventTypeNormal, string(plan.NewNodes), "Images are being pulled on to new nodes: "+nodeList(joined))
+	return nil
 }
 
 // createJobs creates the Jobs of the operation that are not created yet, as

@@ -30,6 +30,8 @@ type operation struct {
 	eligible map[string]bool
 	// only are the nodes a NewNodes operation works on.
 	only map[string]bool
+	// joined are the nodes added while the operation ran (extend).
+	joined map[string]bool
 	// priorCoverage are the eligible nodes that existed when the cache's
 	// previous operation started: its coverage, as far as the cluster tells,
 	// for when the controller has none in memory.
@@ -101,6 +103,9 @@ type tracker struct {
 	// the expired ones): reading every Job of a 10,000-Job operation at each
 	// event made an operation quadratic in its size.
 	changed map[types.NamespacedName]map[string]bool
+	// nodesChanged are the caches with a running operation that a node
+	// event concerned: a node may have become eligible meanwhile.
+	nodesChanged map[types.NamespacedName]bool
 }
 
 type coverage struct {
@@ -110,7 +115,26 @@ type coverage struct {
 
 func newTracker() *tracker {
 	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{},
-		changed: map[types.NamespacedName]map[string]bool{}}
+		changed: map[types.NamespacedName]map[string]bool{}, nodesChanged: map[types.NamespacedName]bool{}}
+}
+
+// nodeChanged notes a node event that concerns cache k, if an operation runs.
+func (t *tracker) nodeChanged(k types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ops[k] != nil {
+		t.nodesChanged[k] = true
+	}
+}
+
+// takeNodesChanged says whether a node event concerned cache k since the
+// last call.
+func (t *tracker) takeNodesChanged(k types.NamespacedName) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.nodesChanged[k]
+	delete(t.nodesChanged, k)
+	return c
 }
 
 // jobChanged notes an event of a Job of cache k. Caches with no running
@@ -155,6 +179,7 @@ func (t *tracker) drop(k types.NamespacedName) *operation {
 	o := t.ops[k]
 	delete(t.ops, k)
 	delete(t.changed, k)
+	delete(t.nodesChanged, k)
 	return o
 }
 
@@ -180,6 +205,7 @@ func (t *tracker) forget(k types.NamespacedName) {
 	delete(t.ops, k)
 	delete(t.coverage, k)
 	delete(t.changed, k)
+	delete(t.nodesChanged, k)
 }
 
 func newOperationID() string {

@@ -62,3 +62,20 @@ func TestTrackerTakeThenChange(t *testing.T) {
 	tr.jobChanged(a, "j1")
 	g.Expect(tr.takeChanged(a)).To(Equal(map[string]bool{"j1": true}))
 }
+
+// A node event reaches a running operation once, and no cache without one.
+func TestTrackerNodesChanged(t *testing.T) {
+	g := NewWithT(t)
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	tr := newTracker()
+	tr.put(a, &operation{})
+	tr.nodeChanged(a)
+	tr.nodeChanged(b)
+	g.Expect(tr.takeNodesChanged(a)).To(BeTrue())
+	g.Expect(tr.takeNodesChanged(a)).To(BeFalse())
+	g.Expect(tr.takeNodesChanged(b)).To(BeFalse())
+	tr.nodeChanged(a)
+	tr.drop(a)
+	g.Expect(tr.takeNodesChanged(a)).To(BeFalse())
+}

@@ -56,6 +56,19 @@ func TestNewNodes(t *testing.T) {
 	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
 
+	// A node that joins while the controller is down is caught up when it
+	// is back, and only that node: a new process has no memory of what the
+	// last operation covered, so the nodes' creation times tell. (The
+	// nodes above were created a second before the operation started, so
+	// the time of each is unambiguous.)
+	stop()
+	tick()
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-g", Labels: sel})
+	t3 := tick()
+	runController(t, nil)
+	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
+	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
+
 	// A node joins.
 	t1 := tick()
 	joined := time.Now()
@@ -107,16 +120,30 @@ func TestNewNodes(t *testing.T) {
 	// Nothing else happens: no refresh, no Job.
 	g.Consistently(rec.take).WithTimeout(3 * time.Second).Should(BeEmpty())
 
-	// A node that joins while the controller is down is caught up when it
-	// is back, and only that node: a new process has no memory of what the
-	// last operation covered, so the nodes' creation times tell.
-	stop()
-	tick()
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-g", Labels: sel})
-	t3 := tick()
-	runController(t, nil)
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
+	// A node that joins while an operation runs is added to it: its Jobs
+	// start at once, not when the operation ends (here at the deadline of a
+	// pull that never finishes), and no second operation follows for it.
+	slow := client.ObjectKey{Namespace: ns, Name: "slow"}
+	never := sandbox.FailPrefix + "never:1"
+	t4 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(sel, never, "busybox:1.36")))).To(Succeed())
+	g.Eventually(func() int { return len(rec.take()) }).WithTimeout(opTimeout).Should(BeNumerically(">", 0))
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-h", Labels: sel})
+	onH := each("pull", "busybox:1.36", pool+"-h")[0]
+	var seen []string
+	g.Eventually(func() []string { seen = append(seen, rec.take()...); return seen }).WithTimeout(opTimeout).Should(ContainElement(onH))
+	sc := &v1alpha2.ImageCache{}
+	g.Expect(k8s.Get(context.Background(), slow, sc)).To(Succeed())
+	g.Expect(sc.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the Job on the new node started while the operation ran")
+	sc = final(t, g, slow, v1alpha2.ImageCacheReasonImageCacheCreate, t4, opTimeout)
+	var failedOn []string
+	for _, f := range sc.Status.Failures[never] {
+		failedOn = append(failedOn, f.Node)
+	}
+	g.Expect(failedOn).To(ContainElement(pool+"-h"), "the new node was part of the operation")
+	g.Expect(sc.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", sc.Status.Counts.Desired/2, sc.Status.Counts.Desired)))
+	g.Consistently(func() string { g.Expect(k8s.Get(context.Background(), slow, sc)).To(Succeed()); return sc.Status.Reason }).
+		WithTimeout(3 * time.Second).Should(Equal(v1alpha2.ImageCacheReasonImageCacheCreate), "no new-nodes operation followed")
 }
 
 // TestNodeChoice: cordoned and NotReady nodes are skipped and counted; by
