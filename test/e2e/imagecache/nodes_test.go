@@ -142,8 +142,11 @@ func TestNewNodes(t *testing.T) {
 	}
 	g.Expect(failedOn).To(ContainElement(pool+"-h"), "the new node was part of the operation")
 	g.Expect(sc.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", sc.Status.Counts.Desired/2, sc.Status.Counts.Desired)))
-	g.Consistently(func() string { g.Expect(k8s.Get(context.Background(), slow, sc)).To(Succeed()); return sc.Status.Reason }).
-		WithTimeout(3 * time.Second).Should(Equal(v1alpha2.ImageCacheReasonImageCacheCreate), "no new-nodes operation followed")
+	g.Consistently(func() string {
+		g.Expect(k8s.Get(context.Background(), slow, sc)).To(Succeed())
+		return sc.Status.Reason
+	}).
+		WithTimeout(3*time.Second).Should(Equal(v1alpha2.ImageCacheReasonImageCacheCreate), "no new-nodes operation followed")
 }
 
 // TestNodeChoice: cordoned and NotReady nodes are skipped and counted; by
