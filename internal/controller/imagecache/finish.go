@@ -102,10 +102,15 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 }
 
 // retain applies --job-retention-policy to the operation's Jobs. delete:
-// all go, with their pods, whatever their result. retain: all stay, running
-// ones included, labelled with their result for `kubectl get jobs -l`.
+// all go, with their pods, whatever their result; each went when it was
+// settled, so only what that may have missed is swept now. retain: all
+// stay, running ones included, labelled with their result for
+// `kubectl get jobs -l`.
 func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
 	if !r.Config.Retain {
+		if !op.sweep {
+			return nil
+		}
 		return client.IgnoreNotFound(r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(cache.Namespace),
 			client.MatchingLabels{jobs.LabelOperation: op.id},
 			client.PropagationPolicy(metav1.DeletePropagationBackground)))

@@ -110,6 +110,9 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			// Not in the cache yet, or deleted by someone: the deadline tells.
 		case job == nil:
 			o = results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted", Message: "Job " + name + " was deleted before it finished"}
+			// Gone from the cache, maybe not from the cluster: the end of
+			// the operation makes sure.
+			op.sweep = true
 		default:
 			o = results.FromJob(job, nil)
 			if o.State == results.Failed {
@@ -158,7 +161,9 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	// wait for. Its slot is freed only then, so that a Job still running at
 	// its deadline is gone before another cache's Job takes its place: what
 	// runs in the cluster stays within the caps.
-	r.deleteJobs(ctx, cache.Namespace, gone)
+	if !r.deleteJobs(ctx, cache.Namespace, gone) {
+		op.sweep = true
+	}
 	for _, name := range settledNow {
 		if node, ok := op.holding[name]; ok {
 			delete(op.holding, name)
@@ -194,12 +199,12 @@ func (r *Reconciler) cachedJob(ctx context.Context, ns, name string) *batchv1.Jo
 }
 
 // deleteJobs deletes settled Jobs, their pods in the background, a few calls
-// at a time. A Job someone else deleted first is fine. One that could not be
-// deleted now is deleted with the rest of the operation's Jobs at its end,
-// so its result, already settled, is never read again.
-func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) {
+// at a time, and says whether all went. A Job someone else deleted first is
+// fine. One that could not be deleted now is deleted at the end of the
+// operation; its result, already settled, is never read again.
+func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) bool {
 	if len(names) == 0 {
-		return
+		return true
 	}
 	sem := make(chan struct{}, r.Config.CreateParallelism)
 	errs := make(chan error, len(names))
@@ -224,6 +229,7 @@ func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) 
 	if first != nil {
 		log.FromContext(ctx).Info("deleting settled jobs failed; the operation's end deletes them", "failed", failed, "error", first.Error())
 	}
+	return first == nil
 }
 
 // resultOf names a settled outcome as Job labels and metrics do.

@@ -28,11 +28,15 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	logger := log.FromContext(ctx).WithValues("operation", kind)
 
 	// A cache keeps only the Jobs of its latest operation: retained Jobs of
-	// the previous one go now, before any new Job exists.
-	if err := r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(cache.Namespace),
-		client.MatchingLabels{jobs.LabelCacheUID: string(cache.UID)},
-		client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("deleting the previous operation's jobs: %w", err)
+	// the previous one go now, before any new Job exists. Under the delete
+	// policy none is left: each operation deleted its own before it ended,
+	// and a restart's clean-up deleted those of an operation cut short.
+	if r.Config.Retain {
+		if err := r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(cache.Namespace),
+			client.MatchingLabels{jobs.LabelCacheUID: string(cache.UID)},
+			client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting the previous operation's jobs: %w", err)
+		}
 	}
 
 	nodes := &corev1.NodeList{}

@@ -30,6 +30,10 @@ type operation struct {
 	eligible map[string]bool
 	// only are the nodes a NewNodes operation works on.
 	only map[string]bool
+	// sweep says that a Job of the operation may be left in the cluster
+	// under the delete policy (a delete failed, or a Job vanished from the
+	// cache only): its end deletes whatever carries its label.
+	sweep bool
 	// joined are the nodes added while the operation ran (extend).
 	joined map[string]bool
 	// priorCoverage are the eligible nodes that existed when the cache's
