@@ -175,8 +175,7 @@ func TestCRDAcceptsWhatTheChartAccepts(t *testing.T) {
 // What the chart refuses at install, the API server refuses at admission,
 // naming the field.
 func TestCRDRefusesWhatTheChartRefuses(t *testing.T) {
-	c := newSpecChecker(t)
-	for _, tt := range []struct{ spec, want string }{
+	refuses(t, newSpecChecker(t), []struct{ spec, want string }{
 		{"controller: {jobRetentionPolicy: keep}", `spec.controller.jobRetentionPolicy: Unsupported value: "keep": supported values: "delete", "retain"`},
 		{"args: {controllerJobRetentionPolicy: keep}", "spec.args.controllerJobRetentionPolicy"},
 		{"controller: {imagePullDeadlineDuration: 5 minutes}", "spec.controller.imagePullDeadlineDuration"},
@@ -189,12 +188,7 @@ func TestCRDRefusesWhatTheChartRefuses(t *testing.T) {
 		{"podDisruptionBudget: {minAvailable: half}", "spec.podDisruptionBudget.minAvailable"},
 		{"controler: {replicaCount: 2}", "unknown field spec.controler"},
 		{"controller: {jobRetentionPolcy: retain}", "unknown field spec.controller.jobRetentionPolcy"},
-	} {
-		errs := c.check(parse(t, tt.spec))
-		if !strings.Contains(strings.Join(errs, "\n"), tt.want) {
-			t.Errorf("%s: got %v, want %q", tt.spec, errs, tt.want)
-		}
-	}
+	})
 }
 
 // The pod-level values (affinity, tolerations, topology spread, resources,
@@ -203,7 +197,7 @@ func TestCRDRefusesWhatTheChartRefuses(t *testing.T) {
 // and the API server drop it from the Deployment.
 func TestCRDRefusesBadPodValues(t *testing.T) {
 	c := newSpecChecker(t)
-	for _, tt := range []struct{ spec, want string }{
+	refuses(t, c, []struct{ spec, want string }{
 		{"affinity: {bogus: 1}", "unknown field spec.affinity.bogus"},
 		{"affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: 1}]}]}}}",
 			"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator"},
@@ -216,12 +210,7 @@ func TestCRDRefusesBadPodValues(t *testing.T) {
 		{"resources: {limit: {memory: 1Gi}}", "unknown field spec.resources.limit"},
 		{"securityContext: {privileged: yes please}", "spec.securityContext.privileged"},
 		{"podSecurityContext: {runAsUser: root}", "spec.podSecurityContext.runAsUser"},
-	} {
-		errs := c.check(parse(t, tt.spec))
-		if !strings.Contains(strings.Join(errs, "\n"), tt.want) {
-			t.Errorf("%s: got %v, want %q", tt.spec, errs, tt.want)
-		}
-	}
+	})
 	for _, ok := range []string{
 		"resources: {limits: {cpu: 500m, memory: 128Mi}, requests: {cpu: 1, memory: 1e6}}",
 		"tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]",
@@ -231,6 +220,17 @@ func TestCRDRefusesBadPodValues(t *testing.T) {
 	} {
 		if errs := c.check(parse(t, ok)); len(errs) > 0 {
 			t.Errorf("%s refused: %v", ok, errs)
+		}
+	}
+}
+
+// refuses checks that each spec is refused with an error naming want.
+func refuses(t *testing.T, c specChecker, cases []struct{ spec, want string }) {
+	t.Helper()
+	for _, tt := range cases {
+		errs := c.check(parse(t, tt.spec))
+		if !strings.Contains(strings.Join(errs, "\n"), tt.want) {
+			t.Errorf("%s: got %v, want %q", tt.spec, errs, tt.want)
 		}
 	}
 }

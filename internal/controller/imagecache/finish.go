@@ -115,26 +115,16 @@ func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			client.MatchingLabels{jobs.LabelOperation: op.id},
 			client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	}
-	sem := make(chan struct{}, r.Config.CreateParallelism)
-	errs := make(chan error, len(op.names))
+	var names []string
 	for _, name := range op.names {
-		o, ok := op.settled[name]
-		if _, created := op.createdAt[name]; !ok || !created {
-			errs <- nil
-			continue
-		}
-		sem <- struct{}{}
-		go func(name string, o results.Outcome) {
-			defer func() { <-sem }()
-			errs <- r.labelResult(ctx, cache.Namespace, name, o)
-		}(name, o)
-	}
-	var first error
-	for range op.names {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+		_, settled := op.settled[name]
+		if _, created := op.createdAt[name]; created && settled {
+			names = append(names, name)
 		}
 	}
+	_, first := inParallel(len(names), r.Config.CreateParallelism, func(i int) error {
+		return r.labelResult(ctx, cache.Namespace, names[i], op.settled[names[i]])
+	})
 	return first
 }
 

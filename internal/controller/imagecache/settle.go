@@ -206,26 +206,10 @@ func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) 
 	if len(names) == 0 {
 		return true
 	}
-	sem := make(chan struct{}, r.Config.CreateParallelism)
-	errs := make(chan error, len(names))
-	for _, name := range names {
-		sem <- struct{}{}
-		go func(name string) {
-			defer func() { <-sem }()
-			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			errs <- client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
-		}(name)
-	}
-	failed := 0
-	var first error
-	for range names {
-		if err := <-errs; err != nil {
-			failed++
-			if first == nil {
-				first = err
-			}
-		}
-	}
+	failed, first := inParallel(len(names), r.Config.CreateParallelism, func(i int) error {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i]}}
+		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	})
 	if first != nil {
 		log.FromContext(ctx).Info("deleting settled jobs failed; the operation's end deletes them", "failed", failed, "error", first.Error())
 	}

@@ -185,45 +185,30 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		return nil
 	}
 	owner := jobs.Owner{Cache: cache, Operation: op.id}
-	type result struct {
-		name string
-		err  error
-	}
-	sem := make(chan struct{}, r.Config.CreateParallelism)
-	out := make(chan result, len(todo))
-	for _, i := range todo {
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem }()
-			job, err := jobs.Build(owner, op.work[i], r.Config.Jobs)
-			if err == nil {
-				err = r.Client.Create(ctx, job)
-				if err != nil && isAlreadyExists(err) {
-					err = nil
-				}
-			}
-			out <- result{name: op.names[i], err: err}
-		}(i)
-	}
-	var firstErr error
-	failed := 0
-	for range todo {
-		res := <-out
-		if res.err != nil {
-			failed++
-			if firstErr == nil {
-				firstErr = res.err
-			}
-			// The slot stays held: the retry creates this very Job.
-			continue
+	created := make([]bool, len(todo))
+	failed, firstErr := inParallel(len(todo), r.Config.CreateParallelism, func(k int) error {
+		job, err := jobs.Build(owner, op.work[todo[k]], r.Config.Jobs)
+		if err != nil {
+			return err
 		}
+		if err := r.Client.Create(ctx, job); err != nil && !isAlreadyExists(err) {
+			return err
+		}
+		created[k] = true
+		return nil
+	})
+	for k, i := range todo {
+		if !created[k] {
+			continue // the slot stays held: the retry creates this very Job
+		}
+		name := op.names[i]
 		now := r.Clock.Now()
-		op.createdAt[res.name] = now
-		op.unseen[res.name] = true
+		op.createdAt[name] = now
+		op.unseen[name] = true
 		if op.nextDeadline.IsZero() {
 			op.nextDeadline = now.Add(r.Config.Deadline)
 		}
-		metrics.JobsCreated.WithLabelValues(string(op.work[op.index[res.name]].Kind)).Inc()
+		metrics.JobsCreated.WithLabelValues(string(op.work[i].Kind)).Inc()
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	if firstErr != nil {
