@@ -7,9 +7,11 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -150,6 +152,34 @@ func TestFailedPull(t *testing.T) {
 	g.Expect(took).To(BeNumerically("<=", 8*time.Second+10*time.Second), "took %s", took)
 	hasEvent(g, ns, "broken", "Warning", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages)
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "broken"})) }).WithTimeout(10 * time.Second).Should(BeZero())
+}
+
+// TestSettledJobsDeletedAtOnce: under the delete policy a Job goes as soon
+// as its result is known. The pulls that succeeded are counted and their Jobs
+// gone while the failing pulls still hang, long before their deadline ends
+// the operation.
+func TestSettledJobsDeletedAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	// Nodes of its own: other tests add and remove nodes meanwhile.
+	pool := "half-" + rand.String(4)
+	sel := map[string]string{"pool": pool}
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	const nodes = 2
+	runController(t, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute })
+	key := client.ObjectKey{Namespace: ns, Name: "half"}
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "half", withSelector(sel, "nginx:1.21", sandbox.FailPrefix+"hangs:1")))).To(Succeed())
+	c := &v1alpha2.ImageCache{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+		g.Expect(c.Status.Counts).NotTo(BeNil())
+		g.Expect(c.Status.Counts.Succeeded).To(Equal(int32(nodes)))
+	}).WithTimeout(40 * time.Second).Should(Succeed())
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the operation still runs")
+	// Only the hanging pulls' Jobs are left (deletion of a Job is at once;
+	// its pod goes in the background).
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "half"})) }).
+		WithTimeout(5 * time.Second).Should(Equal(nodes))
 }
 
 // TestSameNameInTwoNamespaces: results are keyed by namespace, so two caches
