@@ -195,11 +195,16 @@ func metricDelta(before, after map[string]float64, prefixes ...string) map[strin
 
 // profiler takes back-to-back CPU profiles of the controller until stopped;
 // the run's length is not known in advance, and one long profile would either
-// stop early or wait long after the run.
+// stop early or wait long after the run. Between two, it keeps a heap profile
+// when the resident set is the highest seen so far: what the peak RSS is made
+// of cannot be read afterwards.
 type profiler struct {
 	stopc chan struct{}
 	done  chan struct{}
 	files []string
+	// heap is the heap profile taken at peakRSS (KiB).
+	heap    string
+	peakRSS int64
 }
 
 func (p *controller) profile(dir, name string) *profiler {
@@ -227,9 +232,36 @@ func (p *controller) profile(dir, name string) *profiler {
 			if err == nil && resp.StatusCode == http.StatusOK {
 				pr.files = append(pr.files, path)
 			}
+			if rss := memKiB(p.pid).RSS; rss > pr.peakRSS {
+				heap := filepath.Join(dir, "heap-"+name+".pb.gz")
+				if err := p.fetch(c, "/debug/pprof/heap", heap); err == nil {
+					pr.heap, pr.peakRSS = heap, rss
+				}
+			}
 		}
 	}()
 	return pr
+}
+
+// fetch saves one pprof endpoint of the controller to path.
+func (p *controller) fetch(c *http.Client, endpoint, path string) error {
+	resp, err := c.Get("http://" + p.pprofAddr + endpoint)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", endpoint, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // stop waits for the profile in progress and merges them all into out.

@@ -204,6 +204,9 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 		} else {
 			p.Profile = out
 		}
+		if pr.heap != "" {
+			e.t.Logf("%s: heap profile at RSS %d MiB: %s", label, pr.peakRSS>>10, pr.heap)
+		}
 	}
 	e.t.Logf("%s: %s in %.1fs, peak %d Jobs in flight, controller %.1f CPU s, peak RSS %.0f MiB",
 		label, p.Status.Status, p.Seconds, p.Jobs.PeakInFlight, p.ControllerCPUSeconds, p.ControllerPeakRSSMiB)
