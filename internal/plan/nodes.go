@@ -58,14 +58,16 @@ func Selects(l *v1alpha2.CacheSpecImages, n *corev1.Node) bool {
 }
 
 // split returns the nodes a list selects, parted into eligible and skipped.
-func split(nodes []corev1.Node, l *v1alpha2.CacheSpecImages) (eligible []corev1.Node, skipped int) {
+// The eligible ones point into nodes: a copy of 1000 nodes at each call was
+// most of what an operation's start allocated.
+func split(nodes []corev1.Node, l *v1alpha2.CacheSpecImages) (eligible []*corev1.Node, skipped int) {
 	for i := range nodes {
 		n := &nodes[i]
 		if !Selects(l, n) {
 			continue
 		}
 		if Eligible(n, l) {
-			eligible = append(eligible, *n)
+			eligible = append(eligible, n)
 		} else {
 			skipped++
 		}

@@ -62,8 +62,7 @@ func Build(in Input) Plan {
 		}
 		eligible, skipped := split(nodes, l)
 		p.Skipped += skipped
-		for i := range eligible {
-			n := &eligible[i]
+		for _, n := range eligible {
 			w := jobs.Work{Kind: kind, Image: image, Ref: ref, Tolerations: l.Tolerations,
 				Node: jobs.Node{Name: n.Name, Runtime: n.Status.NodeInfo.ContainerRuntimeVersion}}
 			if seen[w.Key()] {

@@ -3,6 +3,7 @@ package imagecache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,8 +40,8 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		}
 	}
 
-	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
+	nodes, err := r.listNodes(ctx)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	p := plan.Build(plan.Input{
@@ -106,6 +107,10 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 // delete on a node whose runtime we cannot reach fails at once, without a
 // Job.
 func (r *Reconciler) addWork(cache *v1alpha2.ImageCache, op *operation, work []jobs.Work) {
+	// Grown once: appending 10,000 items one by one left up to twice their
+	// size allocated for the operation's whole life.
+	op.work = slices.Grow(op.work, len(work))
+	op.names = slices.Grow(op.names, len(work))
 	for _, w := range work {
 		if w.Kind == jobs.Delete && r.Config.Jobs.CRISocketPath == "" {
 			if _, err := jobs.DefaultSocket(w.Node.Runtime); err != nil {
@@ -129,8 +134,8 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	if op.kind == plan.Purge || op.final != nil {
 		return nil
 	}
-	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
+	nodes, err := r.listNodes(ctx)
+	if err != nil {
 		return err
 	}
 	joined := map[string]bool{}
