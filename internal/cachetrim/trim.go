@@ -1,9 +1,9 @@
-// Package cachetrim slims the objects the controller keeps in its informer
-// caches. At 1000 nodes × 10 images the cache holds 10,000 Jobs and as many
-// pods, and each carries a full pod template, volumes and managed fields the
-// controller never reads: kept whole they were most of its memory, and every
-// List from the cache deep-copied them (half its CPU in the benchmark's
-// profile). What is kept is what settling a Job's result needs.
+// Package cachetrim slims the pods and nodes the controller keeps in its
+// informer caches (its Jobs are kept by jobwatch). At 1000 nodes × 10 images
+// the cache may hold 10,000 pods, each with a pod spec, conditions and
+// managed fields the controller never reads, and 1000 nodes with their
+// capacity, addresses and heartbeats. What is kept is what settling a Job's
+// result and choosing nodes read.
 package cachetrim
 
 import (
@@ -11,32 +11,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
-// Job keeps a Job's identity, labels and controller (the cache it wakes) and
-// its conditions, and drops its spec and the rest of its status: results are
-// read from the conditions alone. Objects that are not Jobs pass through
-// untouched.
-func Job(obj any) (any, error) {
-	j, ok := obj.(*batchv1.Job)
-	if !ok {
-		return obj, nil
-	}
-	j.ObjectMeta = metav1.ObjectMeta{
-		Name: j.Name, Namespace: j.Namespace, UID: j.UID, ResourceVersion: j.ResourceVersion,
-		Labels: j.Labels, OwnerReferences: j.OwnerReferences,
-		CreationTimestamp: j.CreationTimestamp, DeletionTimestamp: j.DeletionTimestamp,
-	}
-	j.Spec = batchv1.JobSpec{}
-	j.Status = batchv1.JobStatus{Conditions: j.Status.Conditions}
-	return j, nil
-}
-
-// Pod keeps what settling reads of a pod: its name, labels (the Job it
-// belongs to), creation time, node, phase and container states (they carry
-// the runtime's pull errors). Conditions, addresses, images and the rest of
-// the spec go: at 10,000 pods they were most of what the cache held after
-// the Jobs were trimmed.
+// Pod keeps what settling reads of a pod: its name, the labels it is found
+// by (its operation and its Job), creation time, node, phase and container
+// states (they carry the runtime's pull errors). A Job's pod carries eleven
+// labels, and conditions, addresses, images and the rest of the spec: at
+// 10,000 pods they were most of what the cache held after the Jobs were
+// kept small.
 func Pod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -44,7 +28,8 @@ func Pod(obj any) (any, error) {
 	}
 	p.ObjectMeta = metav1.ObjectMeta{
 		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		Labels: p.Labels, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+		Labels:            keep(p.Labels, jobs.LabelOperation, batchv1.JobNameLabel, legacyJobNameLabel),
+		CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 	}
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
 	p.Status = corev1.PodStatus{
@@ -53,6 +38,23 @@ func Pod(obj any) (any, error) {
 		ContainerStatuses:     states(p.Status.ContainerStatuses),
 	}
 	return p, nil
+}
+
+// legacyJobNameLabel is what the Job controller labelled pods with before
+// batch.kubernetes.io/job-name; clusters still set both.
+const legacyJobNameLabel = "job-name"
+
+func keep(in map[string]string, keys ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := in[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func states(in []corev1.ContainerStatus) []corev1.ContainerStatus {
@@ -66,20 +68,42 @@ func states(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	return out
 }
 
-// Node keeps everything a node selector, a toleration check or the list of
-// images already on the node may look at; managed fields are the only bulk
-// that goes.
+// Node keeps what deciding a node's eligibility and its images reads: its
+// labels (node selectors), creation time (new nodes), cordon and taints,
+// Ready condition, image names and container runtime (delete Jobs). A
+// node's capacity, addresses, other conditions and annotations are most of
+// its size, and at 1000 nodes every List of them from the cache copied them.
 func Node(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	n.ManagedFields = nil
+	n.ObjectMeta = metav1.ObjectMeta{
+		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+		CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
+	}
+	n.Spec = corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints}
+	var ready []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	var imgs []corev1.ContainerImage
+	if len(n.Status.Images) > 0 {
+		imgs = make([]corev1.ContainerImage, len(n.Status.Images))
+		for i, img := range n.Status.Images {
+			imgs[i] = corev1.ContainerImage{Names: img.Names}
+		}
+	}
+	n.Status = corev1.NodeStatus{
+		Conditions: ready, Images: imgs,
+		NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion},
+	}
 	return n, nil
 }
 
 var (
-	_ cache.TransformFunc = Job
 	_ cache.TransformFunc = Pod
 	_ cache.TransformFunc = Node
 )

@@ -6,17 +6,24 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/images"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/jobwatch"
+	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
 func meta() metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: "j", Namespace: "ns",
-		Labels:          map[string]string{"a": "b"},
+		Labels: map[string]string{"a": "b", jobs.LabelOperation: "op1", batchv1.JobNameLabel: "j", "job-name": "j",
+			jobs.LabelApp: jobs.LabelAppValue},
 		Annotations:     map[string]string{"c": "d"},
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "ImageCache", Name: "c"}},
@@ -47,38 +54,30 @@ func TestTransforms(t *testing.T) {
 		in    any
 		check func(g Gomega, out any)
 	}{
-		{"job keeps its name, labels, controller and conditions", Job, failedJob.DeepCopy(), func(g Gomega, out any) {
-			j := out.(*batchv1.Job)
-			g.Expect(j.Name).To(Equal("j"))
-			g.Expect(j.Spec).To(Equal(batchv1.JobSpec{}))
-			g.Expect(j.ManagedFields).To(BeNil())
-			g.Expect(j.Annotations).To(BeNil())
-			g.Expect(j.Finalizers).To(BeNil())
-			g.Expect(j.Labels).To(Equal(map[string]string{"a": "b"}))
-			g.Expect(j.OwnerReferences).To(Equal(failedJob.OwnerReferences))
-			g.Expect(j.Status).To(Equal(batchv1.JobStatus{Conditions: failedJob.Status.Conditions}))
-		}},
-		{"pod keeps its node, phase and container states", Pod, failedPod.DeepCopy(), func(g Gomega, out any) {
+		{"pod keeps its node, phase, container states and the labels it is found by", Pod, failedPod.DeepCopy(), func(g Gomega, out any) {
 			p := out.(*corev1.Pod)
 			g.Expect(p.Name).To(Equal("j"))
-			g.Expect(p.Labels).To(Equal(map[string]string{"a": "b"}))
+			g.Expect(p.Labels).To(Equal(map[string]string{jobs.LabelOperation: "op1", batchv1.JobNameLabel: "j", "job-name": "j"}))
 			g.Expect(p.Spec).To(Equal(corev1.PodSpec{NodeName: "n1"}))
 			g.Expect(p.ManagedFields).To(BeNil())
 			g.Expect(p.OwnerReferences).To(BeNil())
 			g.Expect(p.Status).To(Equal(corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
 				{Name: "c", State: failedPod.Status.ContainerStatuses[0].State}}}))
 		}},
-		{"node keeps spec, labels and images", Node, &corev1.Node{ObjectMeta: meta(),
-			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k"}}},
-			Status: corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"i"}}}}}, func(g Gomega, out any) {
+		{"node keeps labels, cordon, taints, readiness, images and runtime", Node, fullNode(), func(g Gomega, out any) {
 			n := out.(*corev1.Node)
 			g.Expect(n.ManagedFields).To(BeNil())
-			g.Expect(n.Spec.Taints).To(HaveLen(1))
-			g.Expect(n.Status.Images).To(HaveLen(1))
-			g.Expect(n.Labels).To(HaveKey("a"))
+			g.Expect(n.Annotations).To(BeNil())
+			g.Expect(n.Labels).To(Equal(fullNode().Labels))
+			g.Expect(n.Spec).To(Equal(corev1.NodeSpec{Unschedulable: true, Taints: fullNode().Spec.Taints}))
+			g.Expect(n.Status).To(Equal(corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+				Images:     []corev1.ContainerImage{{Names: []string{"example.test/a:1", "example.test/a@sha256:" + digest}}},
+				NodeInfo:   corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.1.0"},
+			}))
 		}},
-		{"other types pass through", Job, failedPod.DeepCopy(), func(g Gomega, out any) {
-			g.Expect(out).To(Equal(failedPod))
+		{"other types pass through", Pod, failedJob.DeepCopy(), func(g Gomega, out any) {
+			g.Expect(out).To(Equal(failedJob))
 		}},
 		{"tombstones pass through", Pod, cache.DeletedFinalStateUnknown{Key: "ns/j"}, func(g Gomega, out any) {
 			g.Expect(out).To(Equal(cache.DeletedFinalStateUnknown{Key: "ns/j"}))
@@ -94,9 +93,9 @@ func TestTransforms(t *testing.T) {
 	}
 }
 
-// The settled result of a Job must not change when read from a trimmed
-// cache, finished or at its deadline: that is what the trim may cost and
-// must not.
+// The settled result of a Job must not change when read from the trimmed
+// pods and the Job watch's record, finished or at its deadline: that is what
+// the trims may cost and must not.
 func TestResultsUnchangedByTrim(t *testing.T) {
 	failed := &batchv1.Job{ObjectMeta: meta(), Status: batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{
 		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}}}
@@ -128,15 +127,79 @@ func TestResultsUnchangedByTrim(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			want := tt.settle(tt.job, tt.pods)
-			tj, _ := Job(tt.job.DeepCopy())
+			tj, _ := jobwatch.Record(tt.job.DeepCopy())
 			var trimmed []corev1.Pod
 			for _, p := range tt.pods {
 				tp, _ := Pod(p.DeepCopy())
 				trimmed = append(trimmed, *tp.(*corev1.Pod))
 			}
-			got := tt.settle(tj.(*batchv1.Job), trimmed)
+			got := tt.settle(tj.(*jobwatch.Job).AsJob(), trimmed)
 			g.Expect(got).To(Equal(want))
 			g.Expect(got.State).NotTo(Equal(results.Pending))
 		})
+	}
+}
+
+const digest = "0000000000000000000000000000000000000000000000000000000000000001"
+
+// fullNode is a node as the kubelet reports it, with everything the trim
+// drops.
+func fullNode() *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "7",
+			Labels:        map[string]string{"pool": "gpu", "kubernetes.io/hostname": "n1"},
+			Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec: corev1.NodeSpec{Unschedulable: true, PodCIDR: "10.244.0.0/24", ProviderID: "kwok://n1",
+			Taints: []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory"},
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+					LastHeartbeatTime: metav1.Now()},
+			},
+			Images: []corev1.ContainerImage{{Names: []string{"example.test/a:1", "example.test/a@sha256:" + digest}, SizeBytes: 1 << 20}},
+			NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://2.1.0", KubeletVersion: "v1.35.4",
+				OSImage: "Debian", MachineID: "m"},
+		},
+	}
+}
+
+// Every decision the controller takes from a node must be the same on the
+// trimmed node: eligibility, selection, readiness, images present, runtime.
+func TestPlanUnchangedByNodeTrim(t *testing.T) {
+	notReady := fullNode()
+	notReady.Spec.Unschedulable = false
+	notReady.Status.Conditions[1].Status = corev1.ConditionFalse
+	schedulable := fullNode()
+	schedulable.Spec.Unschedulable = false
+	untainted := fullNode()
+	untainted.Spec.Unschedulable, untainted.Spec.Taints = false, nil
+	lists := []v1alpha2.CacheSpecImages{
+		{},
+		{NodeSelector: map[string]string{"pool": "gpu"}},
+		{NodeSelector: map[string]string{"pool": "cpu"}},
+		{Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}},
+		{Tolerations: []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}},
+	}
+	refs := []string{"example.test/a:1", "example.test/a:2", "example.test/a@sha256:" + digest, "example.test/b:1"}
+	for _, n := range []*corev1.Node{fullNode(), notReady, schedulable, untainted} {
+		out, _ := Node(n.DeepCopy())
+		trimmed := out.(*corev1.Node)
+		g := NewWithT(t)
+		g.Expect(plan.Ready(trimmed)).To(Equal(plan.Ready(n)))
+		g.Expect(trimmed.Status.NodeInfo.ContainerRuntimeVersion).To(Equal(n.Status.NodeInfo.ContainerRuntimeVersion))
+		g.Expect(trimmed.CreationTimestamp).To(Equal(n.CreationTimestamp))
+		for i := range lists {
+			g.Expect(plan.Eligible(trimmed, &lists[i])).To(Equal(plan.Eligible(n, &lists[i])), "list %d", i)
+			g.Expect(plan.Selects(&lists[i], trimmed)).To(Equal(plan.Selects(&lists[i], n)), "list %d", i)
+		}
+		for _, s := range refs {
+			ref, err := images.Parse(s)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(images.PresentOn(trimmed, ref)).To(Equal(images.PresentOn(n, ref)), s)
+		}
 	}
 }

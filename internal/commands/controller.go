@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,6 +31,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
 	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
 )
@@ -183,7 +184,6 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		// turn, which controller-runtime would refuse by name otherwise.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}: {Label: ours, Transform: cachetrim.Job},
 			&corev1.Pod{}:  {Label: ours, Transform: cachetrim.Pod},
 			&corev1.Node{}: {Transform: cachetrim.Node},
 		}},
@@ -195,6 +195,15 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	if err != nil {
 		return err
 	}
+	// The Jobs are watched apart from the manager's cache, which could
+	// only hold them whole (jobwatch).
+	jw, err := jobWatch(cfg, ours)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(jw); err != nil {
+		return err
+	}
 	clean := preflight.New(direct)
 	if err := mgr.Add(clean); err != nil {
 		return err
@@ -202,6 +211,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	r := &imagecache.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
+		Jobs:      jw,
 		Recorder:  mgr.GetEventRecorderFor("kubefledged-controller"),
 		Ready:     clean.Done(),
 		Config: imagecache.Config{
@@ -239,6 +249,19 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value,
 		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String())
 	return mgr.Start(ctx)
+}
+
+// jobWatch watches the Jobs that selector picks, decoded from protobuf as
+// the manager's cache decodes built-in types.
+func jobWatch(cfg *rest.Config, selector labels.Selector) (*jobwatch.Watch, error) {
+	pb := rest.CopyConfig(cfg)
+	pb.ContentType = runtime.ContentTypeProtobuf
+	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfig(pb)
+	if err != nil {
+		return nil, err
+	}
+	return jobwatch.New(cs, selector), nil
 }
 
 func setupLogging(level string, verbosity int, w io.Writer) {

@@ -6,9 +6,9 @@ package imagecache
 
 import (
 	"context"
+	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
@@ -57,9 +58,12 @@ type Config struct {
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
-	Recorder  record.EventRecorder
-	Clock     clock.Clock
-	Config    Config
+	// Jobs holds the controller's running Jobs; they are never read
+	// through Client, whose cache would hold them whole a second time.
+	Jobs     *jobwatch.Watch
+	Recorder record.EventRecorder
+	Clock    clock.Clock
+	Config   Config
 	// Ready is closed when the start-up clean-up has finished; no operation
 	// starts before, so no new Job can be deleted by it.
 	Ready <-chan struct{}
@@ -75,6 +79,9 @@ type Reconciler struct {
 // fast its pod finished. Node changes wake the caches whose lists select the
 // node.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Jobs == nil {
+		return fmt.Errorf("imagecache: no Job watch")
+	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -94,7 +101,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("imagecache").
 		For(&v1alpha2.ImageCache{}).
-		Watches(&batchv1.Job{}, r.jobEvents(mgr)).
+		WatchesRawSource(r.Jobs.Source(r.jobEvents(mgr))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).

@@ -103,7 +103,7 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			return // waiting for a slot: no deadline runs yet
 		}
 		expired := !now.Before(created.Add(r.Config.Deadline))
-		job := r.cachedJob(ctx, cache.Namespace, name)
+		job := r.Jobs.Get(cache.Namespace, name)
 		var o results.Outcome
 		switch {
 		case job == nil && !expired:
@@ -186,16 +186,6 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	op.final = &finalState{items: items, summary: results.Summarise(items, op.deleting())}
 	return 0, nil
-}
-
-// cachedJob reads a Job from the informer cache without copying it (nothing
-// here writes to it); nil when the cache does not hold it.
-func (r *Reconciler) cachedJob(ctx context.Context, ns, name string) *batchv1.Job {
-	job := &batchv1.Job{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	return job
 }
 
 // deleteJobs deletes settled Jobs, their pods in the background, a few calls
