@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
@@ -80,4 +82,30 @@ func TestChartArgsParse(t *testing.T) {
 		}
 	}
 	g.Expect(seen).To(BeNumerically(">=", len(files)/2))
+}
+
+func TestControllerGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	for _, tt := range []struct {
+		name string
+		gogc *string
+		want int
+	}{
+		{"GOGC unset: the controller's own", nil, controllerGCPercent},
+		{"GOGC set: it wins", ptr.To("200"), 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if tt.gogc != nil {
+				t.Setenv("GOGC", *tt.gogc)
+			} else if v, ok := os.LookupEnv("GOGC"); ok {
+				t.Setenv("GOGC", v) // restored after the test
+				os.Unsetenv("GOGC")
+			}
+			debug.SetGCPercent(100)
+			setControllerGC()
+			g.Expect(debug.SetGCPercent(100)).To(Equal(tt.want))
+		})
+	}
 }
