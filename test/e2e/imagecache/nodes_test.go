@@ -34,6 +34,17 @@ func addNodes(t *testing.T, g Gomega, specs ...sandbox.NodeSpec) {
 	})
 }
 
+// nodePool adds two Ready nodes, <prefix>-xxxx-a and -b, labelled pool=<name>,
+// and returns the name and the selector. Other tests of the package add and
+// remove nodes meanwhile: a test that counts nodes counts its own.
+func nodePool(t *testing.T, g Gomega, prefix string) (string, map[string]string) {
+	t.Helper()
+	pool := prefix + "-" + rand.String(4)
+	sel := map[string]string{"pool": pool}
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	return pool, sel
+}
+
 func withSelector(sel map[string]string, images ...string) v1alpha2.CacheSpecImages {
 	return v1alpha2.CacheSpecImages{Images: images, NodeSelector: sel}
 }
@@ -44,9 +55,7 @@ func withSelector(sel map[string]string, images ...string) v1alpha2.CacheSpecIma
 func TestNewNodes(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "web-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	pool, sel := nodePool(t, g, "web")
 	rec := recordJobs(t, ns)
 	stop := runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "fleet"}

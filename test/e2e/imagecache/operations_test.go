@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -161,10 +160,7 @@ func TestFailedPull(t *testing.T) {
 func TestSettledJobsDeletedAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	// Nodes of its own: other tests add and remove nodes meanwhile.
-	pool := "half-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	_, sel := nodePool(t, g, "half")
 	const nodes = 2
 	runController(t, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute })
 	key := client.ObjectKey{Namespace: ns, Name: "half"}
