@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/operator"
 )
 
 func TestMainRefusesBadInput(t *testing.T) {
@@ -28,6 +29,13 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--image-cache-refresh-frequency=-5m"}, wantCode: 1, wantErr: "is negative"},
 		{args: []string{"controller", "--max-concurrent-jobs=0"}, wantCode: 1, wantErr: "--max-concurrent-jobs: 0 is too small"},
 		{args: []string{"controller", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
+		// The original's ignored flags do not let other unknown ones through,
+		// and their warnings do not come before the error.
+		{args: []string{"controller", "--logtostderr", "--stderrthreshold=INFO", "--no-such-flag"}, wantCode: 1,
+			wantErr: "kubefledged controller: flag provided but not defined: --no-such-flag"},
+		{args: []string{"controller", "--logtostderr=maybe"}, wantCode: 1,
+			wantErr: `invalid boolean value "maybe" for --logtostderr: use true or false`},
+		{args: []string{"controller", "--stderrthreshold"}, wantCode: 1, wantErr: "flag needs an argument: --stderrthreshold"},
 		{args: []string{"operator", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
 		{args: []string{"cri-rmi"}, wantCode: 1, wantErr: "--endpoint and --image are required"},
 		{args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
@@ -108,4 +116,145 @@ func TestControllerGC(t *testing.T) {
 			g.Expect(debug.SetGCPercent(100)).To(Equal(tt.want))
 		})
 	}
+}
+
+// clearOriginalEnv unsets, for one test, the environment the controller reads
+// images from, so that the machine's own cannot leak into the cases.
+func clearOriginalEnv(t *testing.T) {
+	t.Setenv("KUBEFLEDGED_NAMESPACE", "kube-fledged")
+	for _, env := range []string{"KUBEFLEDGED_IMAGE", "KUBEFLEDGED_CRI_CLIENT_IMAGE", "BUSYBOX_IMAGE"} {
+		t.Setenv(env, "")
+	}
+}
+
+// TestControllerAcceptsGlogFlags: Deployments written for the original pass
+// its glog flags; the controller starts with one warning per flag, however
+// often it is given, and --v keeps its meaning without one.
+func TestControllerAcceptsGlogFlags(t *testing.T) {
+	cases := []struct {
+		args      []string
+		wantWarn  []string
+		verbosity int
+	}{
+		{args: []string{"--stderrthreshold=INFO"}, wantWarn: []string{"stderrthreshold"}},
+		{args: []string{"--stderrthreshold=whatever"}, wantWarn: []string{"stderrthreshold"}},
+		{args: []string{"--logtostderr"}, wantWarn: []string{"logtostderr"}},
+		{args: []string{"--logtostderr=true"}, wantWarn: []string{"logtostderr"}},
+		{args: []string{"-logtostderr=false"}, wantWarn: []string{"logtostderr"}},
+		{args: []string{"--alsologtostderr"}, wantWarn: []string{"alsologtostderr"}},
+		{args: []string{"--alsologtostderr=false"}, wantWarn: []string{"alsologtostderr"}},
+		{args: []string{"--v=2"}, verbosity: 2},
+		{args: []string{"--logtostderr", "--logtostderr=false", "--stderrthreshold=INFO", "--stderrthreshold=ERROR"},
+			wantWarn: []string{"logtostderr", "stderrthreshold"}},
+		// The original's own Deployment.
+		{args: []string{"--stderrthreshold=INFO", "--logtostderr", "--alsologtostderr=false", "--v=4",
+			"--image-pull-deadline-duration=5m", "--image-cache-refresh-frequency=15m", "--image-pull-policy=IfNotPresent"},
+			wantWarn: []string{"stderrthreshold", "logtostderr", "alsologtostderr"}, verbosity: 4},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			g := NewWithT(t)
+			clearOriginalEnv(t)
+			var errb bytes.Buffer
+			o, err := controllerOptions(c.args, &errb)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(o.Verbosity).To(Equal(c.verbosity))
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			if len(c.wantWarn) == 0 {
+				g.Expect(errb.String()).To(BeEmpty())
+				return
+			}
+			g.Expect(lines).To(HaveLen(len(c.wantWarn)))
+			for i, name := range c.wantWarn {
+				g.Expect(lines[i]).To(HavePrefix("kubefledged controller: warning: --" + name + " is ignored"))
+				g.Expect(lines[i]).To(ContainSubstring("--zap-log-level"))
+			}
+		})
+	}
+}
+
+// TestControllerOriginalEnv: the original's Deployment sets its CRI client
+// and busybox images; ours cannot use them, so they are dropped with a
+// warning, while any other helper image is still honoured.
+func TestControllerOriginalEnv(t *testing.T) {
+	const ours = "registry.example.com/mirror/kubefledged:v0.11.0"
+	cases := []struct {
+		name       string
+		env        map[string]string
+		args       []string
+		wantHelper string
+		wantWarn   []string
+	}{
+		{name: "nothing set", wantHelper: DefaultHelperImage},
+		{name: "original CRI client image, full name",
+			env:        map[string]string{"KUBEFLEDGED_CRI_CLIENT_IMAGE": "docker.io/senthilrch/kubefledged-cri-client:v0.10.0"},
+			wantHelper: DefaultHelperImage, wantWarn: []string{"KUBEFLEDGED_CRI_CLIENT_IMAGE=docker.io/senthilrch/kubefledged-cri-client:v0.10.0 is ignored"}},
+		{name: "original CRI client image, short name",
+			env:        map[string]string{"KUBEFLEDGED_CRI_CLIENT_IMAGE": "senthilrch/kubefledged-cri-client:latest"},
+			wantHelper: DefaultHelperImage, wantWarn: []string{"KUBEFLEDGED_CRI_CLIENT_IMAGE=senthilrch/kubefledged-cri-client:latest is ignored"}},
+		{name: "other CRI client image honoured",
+			env:        map[string]string{"KUBEFLEDGED_CRI_CLIENT_IMAGE": ours},
+			wantHelper: ours},
+		{name: "a name that only ends in senthilrch is not the original's",
+			env:        map[string]string{"KUBEFLEDGED_CRI_CLIENT_IMAGE": "registry.example.com/notsenthilrch/kubefledged:v1"},
+			wantHelper: "registry.example.com/notsenthilrch/kubefledged:v1"},
+		{name: "KUBEFLEDGED_IMAGE wins",
+			env:        map[string]string{"KUBEFLEDGED_IMAGE": ours, "KUBEFLEDGED_CRI_CLIENT_IMAGE": "registry.example.com/other:v1"},
+			wantHelper: ours},
+		{name: "KUBEFLEDGED_IMAGE wins, original CRI client image still warned about",
+			env:        map[string]string{"KUBEFLEDGED_IMAGE": ours, "KUBEFLEDGED_CRI_CLIENT_IMAGE": "senthilrch/kubefledged-cri-client:latest"},
+			wantHelper: ours, wantWarn: []string{"KUBEFLEDGED_CRI_CLIENT_IMAGE=senthilrch/kubefledged-cri-client:latest is ignored"}},
+		{name: "--helper-image wins over the environment",
+			env:        map[string]string{"KUBEFLEDGED_IMAGE": "registry.example.com/other:v1"},
+			args:       []string{"--helper-image=" + ours},
+			wantHelper: ours},
+		{name: "busybox image ignored",
+			env:        map[string]string{"BUSYBOX_IMAGE": "docker.io/library/busybox:1.36"},
+			wantHelper: DefaultHelperImage, wantWarn: []string{"BUSYBOX_IMAGE is ignored"}},
+		{name: "both of the original's images",
+			env: map[string]string{"KUBEFLEDGED_CRI_CLIENT_IMAGE": "senthilrch/kubefledged-cri-client:latest",
+				"BUSYBOX_IMAGE": "busybox:1.36"},
+			wantHelper: DefaultHelperImage,
+			wantWarn:   []string{"KUBEFLEDGED_CRI_CLIENT_IMAGE=senthilrch/kubefledged-cri-client:latest is ignored", "BUSYBOX_IMAGE is ignored"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			clearOriginalEnv(t)
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var errb bytes.Buffer
+			o, err := controllerOptions(c.args, &errb)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(o.HelperImage).To(Equal(c.wantHelper))
+			if len(c.wantWarn) == 0 {
+				g.Expect(errb.String()).To(BeEmpty())
+				return
+			}
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			g.Expect(lines).To(HaveLen(len(c.wantWarn)))
+			for i, w := range c.wantWarn {
+				g.Expect(lines[i]).To(HavePrefix("kubefledged controller: warning: " + w))
+			}
+		})
+	}
+}
+
+// TestOriginalImageRuleMatchesChart: the controller and the chart must agree
+// on which images are the original's, or a release could ignore an image the
+// controller then uses, or the reverse.
+func TestOriginalImageRuleMatchesChart(t *testing.T) {
+	g := NewWithT(t)
+	raw, err := os.ReadFile(filepath.Join("..", "..", "helm-charts", "kubefledged", operator.AliasesFile))
+	g.Expect(err).NotTo(HaveOccurred())
+	var aliases []operator.Alias
+	g.Expect(yaml.Unmarshal(raw, &aliases)).To(Succeed())
+	var rules []string
+	for _, a := range aliases {
+		if a.Ignore != "" {
+			rules = append(rules, a.Ignore)
+		}
+	}
+	g.Expect(rules).To(ConsistOf(originalImage.String()))
 }

@@ -2,11 +2,14 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,20 +68,45 @@ type ControllerOptions struct {
 	MaxJobs                 cli.PositiveInt
 	MaxJobsPerNode          cli.PositiveInt
 	Webhook                 webhook.Options
+
+	// Warnings name the original's flags and environment that were given
+	// but mean nothing here. They are printed once when the controller
+	// starts, not where they are found, so that tests building options stay
+	// quiet and a command refused for a bad flag prints its one error line.
+	Warnings []string
 }
 
 // DefaultHelperImage is the image the Jobs run our helpers from, unless the
 // flag or KUBEFLEDGED_IMAGE names another (the chart passes its own image).
 const DefaultHelperImage = "ghcr.io/kubefledged/kubefledged:v0.11.0"
 
-// NewControllerOptions returns the defaults.
+// originalImage matches the original kube-fledged's public images. It is the
+// rule the chart ignores the original's image values by (the `ignore` of
+// image.kubefledgedControllerRepository in helm-charts/kubefledged/aliases.yaml;
+// a test keeps the two equal): those images cannot run our helpers, and Jobs
+// pointed at them would fail on every node.
+var originalImage = regexp.MustCompile(`(^|/)senthilrch/`)
+
+// NewControllerOptions returns the defaults. Deployments written for the
+// original may still set its environment; what cannot work here is dropped
+// with a warning rather than left to fail in the Jobs.
 func NewControllerOptions() *ControllerOptions {
 	helper := DefaultHelperImage
-	for _, env := range []string{"KUBEFLEDGED_IMAGE", "KUBEFLEDGED_CRI_CLIENT_IMAGE"} {
-		if v := os.Getenv(env); v != "" {
-			helper = v
-			break
-		}
+	var warnings []string
+	cri := os.Getenv("KUBEFLEDGED_CRI_CLIENT_IMAGE")
+	if cri != "" && originalImage.MatchString(cri) {
+		warnings = append(warnings, fmt.Sprintf("KUBEFLEDGED_CRI_CLIENT_IMAGE=%s is ignored: "+
+			"the original kube-fledged's image cannot run this controller's Jobs; "+
+			"remove it, or name this product's image in KUBEFLEDGED_IMAGE or --helper-image", cri))
+		cri = ""
+	}
+	if v := os.Getenv("KUBEFLEDGED_IMAGE"); v != "" {
+		helper = v
+	} else if cri != "" {
+		helper = cri
+	}
+	if os.Getenv("BUSYBOX_IMAGE") != "" {
+		warnings = append(warnings, "BUSYBOX_IMAGE is ignored: the pull Jobs no longer run busybox; remove it")
 	}
 	ns := os.Getenv("KUBEFLEDGED_NAMESPACE")
 	if ns == "" {
@@ -101,6 +129,7 @@ func NewControllerOptions() *ControllerOptions {
 		Workers:                 cli.PositiveInt{Value: 4, Min: 1},
 		MaxJobs:                 cli.PositiveInt{Value: 100, Min: 1},
 		MaxJobsPerNode:          cli.PositiveInt{Value: 2, Min: 1},
+		Warnings:                warnings,
 	}
 }
 
@@ -123,13 +152,46 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz; 0 turns them off")
 	fs.Var(o.LogLevel, "zap-log-level", "log level: debug, info or error")
-	fs.IntVar(&o.Verbosity, "v", 0, "the original's log verbosity; 4 or more logs at debug level")
+	fs.IntVar(&o.Verbosity, "v", 0, "the original's log verbosity; 4 or more logs at debug level (--zap-log-level is preferred)")
+	fs.Var(&ignoredFlag{name: "stderrthreshold", warnings: &o.Warnings}, "stderrthreshold", "ignored: the original's glog flag; use --zap-log-level")
+	fs.Var(&ignoredFlag{name: "logtostderr", isBool: true, warnings: &o.Warnings}, "logtostderr", "ignored: the original's glog flag; use --zap-log-level")
+	fs.Var(&ignoredFlag{name: "alsologtostderr", isBool: true, warnings: &o.Warnings}, "alsologtostderr", "ignored: the original's glog flag; use --zap-log-level")
 	fs.Var(&o.QPS, "kube-api-qps", "queries per second to the API server")
 	fs.Var(&o.Burst, "kube-api-burst", "burst of queries to the API server")
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
 	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "Jobs in flight at once across all caches, shared fairly between them")
 	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "Jobs in flight at once on one node")
 	o.Webhook.BindFlags(fs)
+}
+
+// ignoredFlag accepts a glog flag of the original that no longer does
+// anything, so that old Deployment args still start the controller under
+// strict parsing, and records one warning however often the flag is given.
+// Boolean ones still refuse a value that is not a boolean, as glog did.
+type ignoredFlag struct {
+	name     string
+	isBool   bool
+	warned   bool
+	warnings *[]string
+}
+
+func (f *ignoredFlag) String() string { return "" }
+
+// IsBoolFlag lets a boolean one be given bare, as --logtostderr.
+func (f *ignoredFlag) IsBoolFlag() bool { return f.isBool }
+
+func (f *ignoredFlag) Set(s string) error {
+	if f.isBool {
+		if _, err := strconv.ParseBool(s); err != nil {
+			return errors.New("use true or false")
+		}
+	}
+	if !f.warned {
+		f.warned = true
+		*f.warnings = append(*f.warnings, fmt.Sprintf("--%s is ignored: it is a glog flag of the original kube-fledged; "+
+			"logs always go to stderr, use --zap-log-level (debug, info or error) to choose the level", f.name))
+	}
+	return nil
 }
 
 // controllerGCPercent is the controller's GOGC when the environment sets
@@ -147,16 +209,9 @@ func setControllerGC() {
 }
 
 func runController(args []string, stdout, stderr io.Writer) error {
-	o := NewControllerOptions()
-	fs := cli.NewFlagSet("controller")
-	o.BindFlags(fs)
-	if err := parseOrHelp(fs, args, stderr); err != nil {
+	o, err := controllerOptions(args, stderr)
+	if err != nil {
 		return err
-	}
-	if o.Webhook.Enable {
-		if err := o.Webhook.Validate(); err != nil {
-			return err
-		}
 	}
 	setupLogging(o.LogLevel.Value, o.Verbosity, stderr)
 	setControllerGC()
@@ -166,6 +221,28 @@ func runController(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.QPS, cfg.Burst = float32(o.QPS.Value), o.Burst.Value
 	return RunController(ctrl.SetupSignalHandler(), cfg, o)
+}
+
+// controllerOptions is runController up to the point where it needs a
+// cluster, so that tests can see what it accepts and what it warns about. The
+// warnings come only once everything is accepted: a refused command prints
+// its one error line and nothing else.
+func controllerOptions(args []string, stderr io.Writer) (*ControllerOptions, error) {
+	o := NewControllerOptions()
+	fs := cli.NewFlagSet("controller")
+	o.BindFlags(fs)
+	if err := parseOrHelp(fs, args, stderr); err != nil {
+		return nil, err
+	}
+	if o.Webhook.Enable {
+		if err := o.Webhook.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range o.Warnings {
+		fmt.Fprintf(stderr, "kubefledged controller: warning: %s\n", w)
+	}
+	return o, nil
 }
 
 // Scheme holds the types the controller reads and writes.
