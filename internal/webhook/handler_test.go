@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -73,6 +74,12 @@ func TestHandle(t *testing.T) {
 			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Update,
 				Object: raw(g, withAnnotation.DeepCopy()), OldObject: raw(g, processing.DeepCopy())}
 		}, msg: `metadata.annotations[kubefledged.io/purge-imagecache]: Invalid value: "": the ImageCache is Processing`},
+		{name: "tolerations changed", code: http.StatusUnprocessableEntity, req: func(g *WithT) admissionv1.AdmissionRequest {
+			tolerant := cache("nginx")
+			tolerant.Spec.CacheSpec[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Update,
+				Object: raw(g, tolerant), OldObject: raw(g, cache("nginx"))}
+		}, msg: `ImageCache.kubefledged.io "ic" is invalid: spec.cacheSpec[0].tolerations: Invalid value: [{"key":"gpu","operator":"Exists"}]: a list's tolerations cannot change (they were [] (none))`},
 		{name: "annotation removal during processing", allowed: true, req: func(g *WithT) admissionv1.AdmissionRequest {
 			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Update,
 				Object: raw(g, processing.DeepCopy()), OldObject: raw(g, withAnnotation.DeepCopy())}

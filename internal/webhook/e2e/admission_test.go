@@ -143,6 +143,9 @@ func badCases() []badCase {
 		{name: "update: selector added", update: true, mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{"zone": "a"}
 		}, want: []string{`spec.cacheSpec[0].nodeSelector: Invalid value: {"zone":"a"}: a list's node selector cannot change (it was {} (all nodes))`}},
+		{name: "update: tolerations changed", update: true, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		}, want: []string{`spec.cacheSpec[1].tolerations: Invalid value: [{"key":"gpu","operator":"Exists","effect":"NoSchedule"}]: a list's tolerations cannot change (they were [] (none)); only its images may change: to cache on other nodes, purge this ImageCache and create another`}},
 		{name: "update: duplicate added", update: true, mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[0].Images = append(ic.Spec.CacheSpec[0].Images, "docker.io/library/nginx:1.27")
 		}, want: []string{`spec.cacheSpec[0].images[2]: Invalid value: "docker.io/library/nginx:1.27": names the same image as spec.cacheSpec[0].images[0] ("nginx:1.27")`}},

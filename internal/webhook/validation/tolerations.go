@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,4 +67,38 @@ func tolerationsEqual(a, b []corev1.Toleration) bool {
 		return true
 	}
 	return equality.Semantic.DeepEqual(a, b)
+}
+
+// validateTolerationsUnchanged holds tolerations to the node selector's rule:
+// they too decide which nodes a list reaches, and an update only deletes what
+// a list lost on the nodes it reaches now, so a list that stopped tolerating
+// a taint would leave its images on the tainted nodes for good.
+func validateTolerationsUnchanged(oldSpec, newSpec *v1alpha2.ImageCacheSpec) field.ErrorList {
+	var errs field.ErrorList
+	for i := range min(len(oldSpec.CacheSpec), len(newSpec.CacheSpec)) {
+		o, n := oldSpec.CacheSpec[i].Tolerations, newSpec.CacheSpec[i].Tolerations
+		if tolerationsEqual(o, n) {
+			continue
+		}
+		if n == nil {
+			n = []corev1.Toleration{}
+		}
+		errs = append(errs, field.Invalid(cacheSpecPath.Index(i).Child("tolerations"), n,
+			fmt.Sprintf("a list's tolerations cannot change (they were %s); only its images may change: "+
+				"to cache on other nodes, purge this ImageCache and create another", tolerationsString(o))))
+	}
+	return errs
+}
+
+// tolerationsString spells out "none" for an empty list, as selectorString
+// does for "all nodes": a bare [] or null is easy to misread.
+func tolerationsString(ts []corev1.Toleration) string {
+	if len(ts) == 0 {
+		return "[] (none)"
+	}
+	b, err := json.Marshal(ts)
+	if err != nil {
+		return fmt.Sprintf("%v", ts)
+	}
+	return string(b)
 }

@@ -57,6 +57,7 @@ type updateRule func(oldSpec, newSpec *v1alpha2.ImageCacheSpec) field.ErrorList
 var updateRules = []updateRule{
 	validateListCountUnchanged,
 	validateNodeSelectorsUnchanged,
+	validateTolerationsUnchanged,
 }
 
 // ValidateCreate returns everything wrong with a new ImageCache.
