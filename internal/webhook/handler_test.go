@@ -70,10 +70,22 @@ func TestHandle(t *testing.T) {
 			ic.Name, ic.GenerateName = "", "cache-"
 			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Create, Object: raw(g, ic)}
 		}, msg: `ImageCache.kubefledged.io "cache-" is invalid`},
-		{name: "update during processing", code: http.StatusUnprocessableEntity, req: func(g *WithT) admissionv1.AdmissionRequest {
+		{name: "annotation added during processing", allowed: true, req: func(g *WithT) admissionv1.AdmissionRequest {
 			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Update,
 				Object: raw(g, withAnnotation.DeepCopy()), OldObject: raw(g, processing.DeepCopy())}
-		}, msg: `metadata.annotations[kubefledged.io/purge-imagecache]: Invalid value: "": the ImageCache is Processing`},
+		}},
+		{name: "edit during processing", allowed: true, req: func(g *WithT) admissionv1.AdmissionRequest {
+			edited := processing.DeepCopy()
+			edited.Spec.CacheSpec[0].Images = []string{"nginx", "redis"}
+			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Update,
+				Object: raw(g, edited), OldObject: raw(g, processing.DeepCopy())}
+		}},
+		{name: "invalid edit during processing", code: http.StatusUnprocessableEntity, req: func(g *WithT) admissionv1.AdmissionRequest {
+			edited := processing.DeepCopy()
+			edited.Spec.CacheSpec[0].Images = []string{"nginx", "nginx:latest"}
+			return admissionv1.AdmissionRequest{Kind: icKind, Operation: admissionv1.Update,
+				Object: raw(g, edited), OldObject: raw(g, processing.DeepCopy())}
+		}, msg: `ImageCache.kubefledged.io "ic" is invalid: spec.cacheSpec[0].images[1]: Invalid value: "nginx:latest": names the same image`},
 		{name: "tolerations changed", code: http.StatusUnprocessableEntity, req: func(g *WithT) admissionv1.AdmissionRequest {
 			tolerant := cache("nginx")
 			tolerant.Spec.CacheSpec[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}

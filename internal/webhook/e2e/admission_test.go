@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	gtypes "github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -228,50 +230,78 @@ func setStatus(g *WithT, c client.Client, ic *v1alpha2.ImageCache, st v1alpha2.I
 	g.Expect(c.Status().Update(context.Background(), ic)).To(Succeed())
 }
 
-func TestEditsWaitForProcessing(t *testing.T) {
+// TestEditsAdmittedWhileProcessing writes to a Processing cache the ways a
+// GitOps tool does (an update, a server-side apply, a merge patch as from
+// kubectl annotate): none may fail because an operation is running, since
+// the controller queues them. What no status allows, moving a list to other
+// nodes, is refused for that reason alone.
+func TestEditsAdmittedWhileProcessing(t *testing.T) {
 	p := shared(t)
 	ctx := context.Background()
 	g := NewWithT(t)
 	c := p.e.c
-	wait := `the ImageCache is Processing (ImageCacheRefresh since 2025-03-01T10:00:00Z): wait for the running operation to end (status.status no longer Processing)`
 
 	ic := goodCache(p.ns, "busy")
+	ic.Spec.CacheSpec[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: ""}
 	g.Expect(c.Create(ctx, ic)).To(Succeed())
 	setStatus(g, c, ic, v1alpha2.ImageCacheActionStatusProcessing) // through the status subresource
 
 	edit := ic.DeepCopy()
 	edit.Spec.CacheSpec[0].Images = append(edit.Spec.CacheSpec[0].Images, "busybox")
-	g.Expect(denial(t, c.Update(ctx, edit))).To(ContainSubstring(
-		`spec.cacheSpec[0].images: Invalid value: ["nginx:1.27","quay.io/org/app:v1","busybox"]: ` + wait + `, then apply this change again`))
-
-	edit = ic.DeepCopy()
 	edit.Spec.ImagePullSecrets = nil
-	g.Expect(denial(t, c.Update(ctx, edit))).To(ContainSubstring(`spec.imagePullSecrets: Invalid value: []: ` + wait))
+	g.Expect(c.Update(ctx, edit)).To(Succeed())
 
-	edit = ic.DeepCopy()
-	edit.Annotations[v1alpha2.PurgeAnnotation] = "now"
-	g.Expect(denial(t, c.Update(ctx, edit))).To(ContainSubstring(
-		`metadata.annotations[kubefledged.io/purge-imagecache]: Invalid value: "now": ` + wait + `, then add this annotation again (removing it is allowed)`))
+	// Flux and Argo CD (with server-side apply) send the whole manifest.
+	manifest := []byte(`{"apiVersion":"kubefledged.io/v1alpha2","kind":"ImageCache","metadata":{"name":"busy"},"spec":{"cacheSpec":[` +
+		`{"images":["nginx:1.28","quay.io/org/app:v1","busybox"],"tolerations":[{"key":"gpu","operator":"Exists","effect":"NoSchedule"}]},` +
+		`{"images":["redis:7"],"nodeSelector":{"kubernetes.io/arch":"arm64"}}]}}`)
+	applied := &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "busy"}}
+	g.Expect(c.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, manifest),
+		client.FieldOwner("gitops"), client.ForceOwnership)).To(Succeed())
 
-	// The same through a merge patch, as kubectl annotate does.
 	patch := []byte(`{"metadata":{"annotations":{"kubefledged.io/purge-imagecache":""}}}`)
-	g.Expect(denial(t, c.Patch(ctx, ic.DeepCopy(), client.RawPatch(types.MergePatchType, patch)))).To(
-		ContainSubstring(`metadata.annotations[kubefledged.io/purge-imagecache]: Invalid value: "": ` + wait))
+	g.Expect(c.Patch(ctx, ic.DeepCopy(), client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 
-	// What the controller does while Processing passes: removing the
-	// annotation, and any other metadata.
-	done := ic.DeepCopy()
-	delete(done.Annotations, v1alpha2.RefreshAnnotation)
-	done.Labels = map[string]string{"seen": "yes"}
-	g.Expect(c.Update(ctx, done)).To(Succeed())
+	stored := &v1alpha2.ImageCache{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(ic), stored)).To(Succeed())
+	g.Expect(stored.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing))
+	g.Expect(stored.Spec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.28", "quay.io/org/app:v1", "busybox"}))
+	g.Expect(stored.Spec.ImagePullSecrets).To(BeEmpty())
+	g.Expect(stored.Annotations).To(HaveKey(v1alpha2.RefreshAnnotation))
+	g.Expect(stored.Annotations).To(HaveKey(v1alpha2.PurgeAnnotation))
 
-	// Once the operation ends, the same edits pass.
-	setStatus(g, c, done, v1alpha2.ImageCacheActionStatusSucceeded)
-	done.Spec.CacheSpec[0].Images = append(done.Spec.CacheSpec[0].Images, "busybox")
-	g.Expect(c.Update(ctx, done)).To(Succeed())
-	done.Annotations = map[string]string{v1alpha2.PurgeAnnotation: "now"}
-	g.Expect(c.Update(ctx, done)).To(Succeed())
+	// Either replica may answer first; the rest is the whole message.
+	refused := func(rest string) gtypes.GomegaMatcher {
+		return MatchRegexp(`^admission webhook "r[01]\.validate-image-cache\.kubefledged\.io" denied the request: ` +
+			regexp.QuoteMeta(`ImageCache.kubefledged.io "busy" is invalid: `+rest) + `$`)
+	}
+	edit = stored.DeepCopy()
+	edit.Spec.CacheSpec[0].Tolerations[0].Effect = corev1.TaintEffectNoExecute
+	g.Expect(denial(t, c.Update(ctx, edit))).To(refused(`spec.cacheSpec[0].tolerations: Invalid value: [{"key":"gpu","operator":"Exists","effect":"NoExecute"}]: ` +
+		`a list's tolerations cannot change (they were [{"key":"gpu","operator":"Exists","effect":"NoSchedule"}]); ` +
+		`only its images may change: to cache on other nodes, purge this ImageCache and create another`))
+
+	edit = stored.DeepCopy()
+	edit.Spec.CacheSpec[1].Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	g.Expect(denial(t, c.Update(ctx, edit))).To(refused(`spec.cacheSpec[1].tolerations: Invalid value: [{"operator":"Exists"}]: ` +
+		`a list's tolerations cannot change (they were [] (none)); only its images may change: to cache on other nodes, purge this ImageCache and create another`))
+
+	edit = stored.DeepCopy()
+	edit.Spec.CacheSpec[1].NodeSelector = map[string]string{"kubernetes.io/arch": "amd64"}
+	g.Expect(denial(t, c.Update(ctx, edit))).To(refused(`spec.cacheSpec[1].nodeSelector: Invalid value: {"kubernetes.io/arch":"amd64"}: ` +
+		`a list's node selector cannot change (it was {"kubernetes.io/arch":"arm64"}); only its images may change: to cache on other nodes, purge this ImageCache and create another`))
+
+	// A manifest that moves a list is refused through apply as well.
+	moved := []byte(strings.Replace(string(manifest), `"arm64"`, `"amd64"`, 1))
+	g.Expect(denial(t, c.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, moved),
+		client.FieldOwner("gitops"), client.ForceOwnership))).To(ContainSubstring(
+		`spec.cacheSpec[1].nodeSelector: Invalid value: {"kubernetes.io/arch":"amd64"}: a list's node selector cannot change`))
+
+	after := &v1alpha2.ImageCache{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(ic), after)).To(Succeed())
+	g.Expect(after.Spec).To(Equal(stored.Spec), "a refused write changed the spec")
+	g.Expect(after.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing))
 }
 
 func TestReplicasShareOneCertificate(t *testing.T) {

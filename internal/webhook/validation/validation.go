@@ -31,7 +31,6 @@ var (
 	specPath        = field.NewPath("spec")
 	cacheSpecPath   = specPath.Child("cacheSpec")
 	pullSecretsPath = specPath.Child("imagePullSecrets")
-	annotationsPath = field.NewPath("metadata", "annotations")
 )
 
 // imageSyntax is appended to every reference error: the parser's reason says
@@ -67,20 +66,22 @@ func ValidateCreate(ic *v1alpha2.ImageCache) field.ErrorList {
 
 // ValidateUpdate returns everything wrong with an update from old to new.
 //
+// The cache's status plays no part: GitOps tools (Argo CD, Flux, kubectl
+// apply in a pipeline) write whenever the source changes, and a refusal
+// while an operation runs turned every such write into a failed sync. The
+// controller queues a spec edit or a refresh or purge annotation that arrives
+// during an operation and acts on it when the operation ends.
+//
 // Content rules run only when the spec changed: an ImageCache stored before
 // this webhook existed (or before a rule was tightened) must stay writable for
 // the controller, which only removes annotations and never touches the spec.
 // Status writes go through the status subresource, which the webhook does not
 // intercept, so they never reach this function.
 func ValidateUpdate(oldIC, newIC *v1alpha2.ImageCache) field.ErrorList {
+	if specEqual(&oldIC.Spec, &newIC.Spec) {
+		return nil
+	}
 	var errs field.ErrorList
-	specChanged := !specEqual(&oldIC.Spec, &newIC.Spec)
-	if oldIC.Status.Status == v1alpha2.ImageCacheActionStatusProcessing {
-		errs = append(errs, validateNothingStartsWhileProcessing(oldIC, newIC, specChanged)...)
-	}
-	if !specChanged {
-		return errs
-	}
 	for _, rule := range updateRules {
 		errs = append(errs, rule(&oldIC.Spec, &newIC.Spec)...)
 	}
@@ -242,75 +243,6 @@ func validateNodeSelectorsUnchanged(oldSpec, newSpec *v1alpha2.ImageCacheSpec) f
 	return errs
 }
 
-// validateNothingStartsWhileProcessing refuses what would start an operation
-// while one runs (the original dropped such edits silently, #103). Removing an
-// annotation is allowed: it is how the controller ends an operation.
-func validateNothingStartsWhileProcessing(oldIC, newIC *v1alpha2.ImageCache, specChanged bool) field.ErrorList {
-	detail := processingDetail(oldIC)
-	var errs field.ErrorList
-	if specChanged {
-		for _, c := range specChanges(&oldIC.Spec, &newIC.Spec) {
-			errs = append(errs, field.Invalid(c.path, c.value, detail+", then apply this change again"))
-		}
-	}
-	for _, a := range []string{v1alpha2.RefreshAnnotation, v1alpha2.PurgeAnnotation} {
-		_, had := oldIC.Annotations[a]
-		v, has := newIC.Annotations[a]
-		if has && !had {
-			errs = append(errs, field.Invalid(annotationsPath.Key(a), v,
-				detail+", then add this annotation again (removing it is allowed)"))
-		}
-	}
-	return errs
-}
-
-func processingDetail(ic *v1alpha2.ImageCache) string {
-	op := ic.Status.Reason
-	if op == "" {
-		op = "an operation"
-	}
-	since := ""
-	if ic.Status.StartTime != nil {
-		since = " since " + ic.Status.StartTime.UTC().Format("2006-01-02T15:04:05Z")
-	}
-	return fmt.Sprintf("the ImageCache is Processing (%s%s): wait for the running operation to end "+
-		"(status.status no longer Processing)", op, since)
-}
-
-type change struct {
-	path  *field.Path
-	value any
-}
-
-// specChanges lists the parts of the spec that differ, finest first where the
-// lists line up, so a rejection points at what the user edited.
-func specChanges(oldSpec, newSpec *v1alpha2.ImageCacheSpec) []change {
-	var out []change
-	if len(oldSpec.CacheSpec) != len(newSpec.CacheSpec) {
-		out = append(out, change{cacheSpecPath, nonNilSpecs(newSpec.CacheSpec)})
-	} else {
-		for i := range newSpec.CacheSpec {
-			o, n := &oldSpec.CacheSpec[i], &newSpec.CacheSpec[i]
-			p := cacheSpecPath.Index(i)
-			if !equalStrings(o.Images, n.Images) {
-				out = append(out, change{p.Child("images"), nonNilStrings(n.Images)})
-			}
-			if !maps.Equal(o.NodeSelector, n.NodeSelector) {
-				out = append(out, change{p.Child("nodeSelector"), selectorValue(n.NodeSelector)})
-			}
-		}
-	}
-	if !equalSecrets(oldSpec.ImagePullSecrets, newSpec.ImagePullSecrets) {
-		out = append(out, change{pullSecretsPath, nonNilSecrets(newSpec.ImagePullSecrets)})
-	}
-	// A field no comparison above knows about (one added to the API later)
-	// still counts as a change; name the spec as a whole.
-	if len(out) == 0 {
-		out = append(out, change{specPath, "(changed)"})
-	}
-	return out
-}
-
 // specEqual treats nil and empty alike: a client that drops an empty list or
 // map on a round trip has not changed anything.
 func specEqual(a, b *v1alpha2.ImageCacheSpec) bool {
@@ -360,25 +292,4 @@ func selectorString(m map[string]string) string {
 		parts = append(parts, fmt.Sprintf("%q:%q", k, m[k]))
 	}
 	return "{" + strings.Join(parts, ",") + "}"
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func nonNilSpecs(s []v1alpha2.CacheSpecImages) []v1alpha2.CacheSpecImages {
-	if s == nil {
-		return []v1alpha2.CacheSpecImages{}
-	}
-	return s
-}
-
-func nonNilSecrets(s []corev1.LocalObjectReference) []corev1.LocalObjectReference {
-	if s == nil {
-		return []corev1.LocalObjectReference{}
-	}
-	return s
 }
