@@ -73,6 +73,10 @@ type Options struct {
 	// PullDelay is how long a pod on a fake node stays Pending, as if pulling its images,
 	// before it runs.
 	PullDelay time.Duration
+	// ReportImages makes the fake nodes list the images their pods pulled in
+	// status.images, as a kubelet does, so that a refresh finds a warm cluster
+	// (see imageReporter).
+	ReportImages bool
 
 	// heartbeat overrides defaultHeartbeat (minimum 1.1 s); the package's own tests
 	// shorten it to watch heartbeats happen.
@@ -94,6 +98,8 @@ type Sandbox struct {
 
 	mu    sync.Mutex
 	procs []*process
+	// stopHooks end what runs inside the test process (the image reporter).
+	stopHooks []func()
 
 	nodeSeq   int           // fake nodes created so far, for their InternalIPs
 	startedIn time.Duration // how long Start took, for the package's own figures
@@ -171,6 +177,9 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if o.ReportImages {
+		s.reportImages()
+	}
 	if o.Nodes > 0 {
 		specs := make([]NodeSpec, o.Nodes)
 		for i := range specs {
@@ -240,8 +249,11 @@ func (s *Sandbox) Dir() string { return s.dir }
 func (s *Sandbox) Stop() error {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
-		procs := s.procs
+		procs, hooks := s.procs, s.stopHooks
 		s.mu.Unlock()
+		for _, stop := range hooks {
+			stop()
+		}
 		// etcd goes last: an apiserver that loses etcd mid-shutdown hangs until SIGKILL,
 		// which made every Stop take the full grace period.
 		var etcd []*process
