@@ -37,6 +37,14 @@ type CacheSpecImages struct {
 }
 
 // ImageCacheSpec is the desired set of cached images.
+//
+// The rule below bounds what the schema's item limits cannot: 64 lists of 256
+// images of 512 characters would be 8 MiB, and the object (which keeps a copy
+// of the spec in its status) must fit etcd's 1.5 MiB. The image references are
+// almost all of a spec's size, so the apiserver refuses an oversized spec with
+// no webhook at all; the controller declines what is still too large (huge
+// selectors), see MaxSpecBytes.
+// +kubebuilder:validation:XValidation:rule="self.cacheSpec.map(l, l.images.map(i, size(i) + 3).sum()).sum() <= 245760",message="the image references of all lists take over 240 KiB: the object must fit in etcd with its status; split the images over several ImageCaches"
 type ImageCacheSpec struct {
 	// CacheSpec lists the images and the nodes to cache them on.
 	// +kubebuilder:validation:MinItems=1
@@ -78,18 +86,30 @@ const (
 	ImageCacheReasonImageCacheNewNodes = "ImageCacheNewNodes"
 )
 
-// Messages, the original's wording (its spelling of "succesfully" included,
-// since users' alerts match on it).
+// Messages, verbatim from the original v0.10 (its spelling of "succesfully"
+// included): users' alerts and scripts match on them. Detail of our own goes
+// to the conditions and Events, never into these.
 const (
-	ImageCacheMessagePullingImages                  = "Images are being successfully pulled on to the nodes. Please view the status after some time"
-	ImageCacheMessageDeletingImages                 = "Images in the cache are being deleted from the nodes. Please view the status after some time"
+	// Processing, one per operation.
+	ImageCacheMessagePullingImages   = "Images are being pulled on to the nodes. Please view the status after some time"
+	ImageCacheMessageUpdatingCache   = "Image cache is being updated. Please view the status after some time"
+	ImageCacheMessageRefreshingCache = "Image cache is being refreshed. Please view the status after some time"
+	ImageCacheMessagePurgingCache    = "Image cache is being purged. Please view the status after some time"
+
 	ImageCacheMessageImagesPulledSuccessfully       = "All requested images pulled succesfully to respective nodes"
 	ImageCacheMessageImagesDeletedSuccessfully      = "All cached images succesfully deleted from respective nodes"
 	ImageCacheMessageImagePullFailedForSomeImages   = "Image pull failed for some images. Please see \"failures\" section"
 	ImageCacheMessageImageDeleteFailedForSomeImages = "Image deletion failed for some images. Please see \"failures\" section"
-	ImageCacheMessageNoImagesPulledOrDeleted        = "No images were pulled or deleted"
-	ImageCacheMessagePullingAborted                 = "Image cache processing aborted: the controller restarted during the operation; it runs again"
+	ImageCacheMessageNoImagesPulledOrDeleted        = "No images were pulled or deleted because nodeSelector specified did not match any nodes"
+	ImageCacheMessagePullingAborted                 = "Image cache processing aborted. Image cache will get refreshed during next refresh cycle"
 )
+
+// MaxSpecBytes bounds the JSON of a spec the controller acts on. The status
+// keeps a copy of the spec (processedSpec) beside up to MaxFailures failures,
+// kubectl apply a third copy in an annotation, and etcd refuses objects over
+// 1.5 MiB: a larger spec could run but never record its end. 256 KiB is over
+// 3,000 images of usual length; more belongs in several caches.
+const MaxSpecBytes = 256 << 10
 
 // NodeReasonMessage says why an image failed on one node.
 type NodeReasonMessage struct {
@@ -135,6 +155,18 @@ type ImageCacheStatus struct {
 	// is bounded so that the object stays small on large clusters.
 	// +optional
 	FailuresOmitted int32 `json:"failuresOmitted,omitempty"`
+	// RefreshedTime is when the latest operation over every image and every
+	// eligible node (a create or a refresh) ended. The periodic refresh counts
+	// from it: new-node operations end often on a cluster whose nodes come
+	// and go, and must not postpone it.
+	// +optional
+	RefreshedTime *metav1.Time `json:"refreshedTime,omitempty"`
+	// SkippedNodes are the nodes a list selects but the latest operation
+	// left out, by reason: Cordoned, NotReady, TaintNotTolerated, NotLinux.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	SkippedNodes []SkippedNodes `json:"skippedNodes,omitempty"`
 	// Conditions: Ready (the latest operation left every image in place)
 	// and Progressing (an operation runs), for GitOps tools.
 	// +optional
@@ -160,6 +192,27 @@ type Counts struct {
 	InFlight int32 `json:"inFlight"`
 	Waiting  int32 `json:"waiting"`
 }
+
+// SkippedNodes are the nodes left out of an operation for one reason.
+type SkippedNodes struct {
+	Reason string `json:"reason"`
+	Count  int32  `json:"count"`
+	// Nodes names at most MaxSkippedNames of them.
+	// +optional
+	// +listType=atomic
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// MaxSkippedNames bounds the node names kept per skip reason.
+const MaxSkippedNames = 10
+
+// Reasons a node matched by a list is left out.
+const (
+	SkipCordoned          = "Cordoned"
+	SkipNotReady          = "NotReady"
+	SkipTaintNotTolerated = "TaintNotTolerated"
+	SkipNotLinux          = "NotLinux"
+)
 
 // Condition types.
 const (

@@ -70,7 +70,8 @@ func states(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 
 // Node keeps what deciding a node's eligibility and its images reads: its
 // labels (node selectors), creation time (new nodes), cordon and taints,
-// Ready condition, image names and container runtime (delete Jobs). A
+// Ready condition, image names, container runtime (delete Jobs) and
+// operating system (our helpers run on Linux only). A
 // node's capacity, addresses, other conditions and annotations are most of
 // its size, and at 1000 nodes every List of them from the cache copied them.
 func Node(obj any) (any, error) {
@@ -98,7 +99,8 @@ func Node(obj any) (any, error) {
 	}
 	n.Status = corev1.NodeStatus{
 		Conditions: ready, Images: imgs,
-		NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion},
+		NodeInfo: corev1.NodeSystemInfo{ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
+			OperatingSystem: n.Status.NodeInfo.OperatingSystem},
 	}
 	return n, nil
 }

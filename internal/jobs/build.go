@@ -95,7 +95,7 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	var pod corev1.PodSpec
 	switch w.Kind {
 	case Pull:
-		pod = pullPod(cache, w, opts)
+		pod = pullPod(w, opts)
 	case Delete:
 		p, err := deletePod(w, opts)
 		if err != nil {
@@ -106,6 +106,9 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 		return nil, fmt.Errorf("unknown job kind %q", w.Kind)
 	}
 	pod.RestartPolicy = corev1.RestartPolicyNever
+	// Both kinds run our helper image, which may sit in a private mirror
+	// that only the cache's pull secrets open.
+	pod.ImagePullSecrets = cache.Spec.ImagePullSecrets
 	pod.Affinity = pinTo(w.Node.Name)
 	// Node choice is the controller's, made before a Job exists: without
 	// tolerations of its own a list's Jobs tolerate every taint, as the
@@ -165,13 +168,12 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 // pullPod runs the target image with our tiny helper as its command, so any
 // image, even one with no shell or no binaries at all, can be "run" and is
 // thereby pulled onto the node.
-func pullPod(cache *v1alpha2.ImageCache, w Work, opts Options) corev1.PodSpec {
+func pullPod(w Work, opts Options) corev1.PodSpec {
 	policy := corev1.PullIfNotPresent
 	if opts.PullPolicy == corev1.PullAlways || w.Ref.Floating() {
 		policy = corev1.PullAlways
 	}
 	return corev1.PodSpec{
-		ImagePullSecrets: cache.Spec.ImagePullSecrets,
 		Volumes: []corev1.Volume{{
 			Name:         binVolume,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}},

@@ -96,6 +96,8 @@ func TestBuildDelete(t *testing.T) {
 			g.Expect(pod.ServiceAccountName).To(Equal("jobs"))
 			g.Expect(pod.AutomountServiceAccountToken).To(BeNil())
 			g.Expect(pod.Containers[0].Command).To(ContainElement("--image=nginx:1.21"))
+			// The helper image may sit in a private mirror.
+			g.Expect(pod.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "regcred"}))
 			g.Expect(pod.Containers[0].SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 		})
 	}

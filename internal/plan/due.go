@@ -60,8 +60,15 @@ func Due(c *v1alpha2.ImageCache, t Timing) (op Operation, due bool, after time.D
 	if t.RefreshEvery <= 0 || st.Reason == string(Purge) {
 		return "", false, 0
 	}
+	// The period counts from the last operation over the whole cache: new
+	// nodes end operations of their own as often as nodes come and go, and
+	// must not postpone the refresh of every other node. Caches written
+	// before refreshedTime existed count from their last completion.
 	last := t.Started
-	if st.CompletionTime != nil {
+	switch {
+	case st.RefreshedTime != nil:
+		last = st.RefreshedTime.Time
+	case st.CompletionTime != nil:
 		last = st.CompletionTime.Time
 	}
 	if last.Before(t.Started) {

@@ -11,15 +11,31 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
-// Eligible says whether a list's Jobs may run on a node that matches its
-// selector. Cordoned and NotReady nodes are left out (a Job there would
-// only hang until the deadline, #205, #207); with tolerations, so is a node
-// with a NoSchedule or NoExecute taint they do not tolerate.
-func Eligible(n *corev1.Node, l *v1alpha2.CacheSpecImages) bool {
-	if n.Spec.Unschedulable || !Ready(n) {
-		return false
+// Skip says why a list's pull Jobs may not run on a node that matches its
+// selector, or "" when they may. Cordoned and NotReady nodes are left out (a
+// Job there would only hang until the deadline, #205, #207); so is a node
+// that is not Linux (our helpers are Linux binaries), and, with tolerations,
+// a node with a NoSchedule or NoExecute taint they do not tolerate.
+func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string {
+	switch {
+	case !Linux(n):
+		return v1alpha2.SkipNotLinux
+	case !Ready(n):
+		return v1alpha2.SkipNotReady
+	case n.Spec.Unschedulable:
+		return v1alpha2.SkipCordoned
+	case !tolerates(n, l.Tolerations):
+		return v1alpha2.SkipTaintNotTolerated
 	}
-	if len(l.Tolerations) == 0 {
+	return ""
+}
+
+// Eligible says whether a list's pull Jobs may run on a node that matches
+// its selector (see Skip).
+func Eligible(n *corev1.Node, l *v1alpha2.CacheSpecImages) bool { return Skip(n, l) == "" }
+
+func tolerates(n *corev1.Node, tolerations []corev1.Toleration) bool {
+	if len(tolerations) == 0 {
 		return true
 	}
 	for i := range n.Spec.Taints {
@@ -28,8 +44,8 @@ func Eligible(n *corev1.Node, l *v1alpha2.CacheSpecImages) bool {
 			continue
 		}
 		tolerated := false
-		for j := range l.Tolerations {
-			if l.Tolerations[j].ToleratesTaint(klog.Background(), taint, false) {
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(klog.Background(), taint, false) {
 				tolerated = true
 				break
 			}
@@ -39,6 +55,18 @@ func Eligible(n *corev1.Node, l *v1alpha2.CacheSpecImages) bool {
 		}
 	}
 	return true
+}
+
+// Linux says whether the node runs Linux. The kubelet sets the
+// kubernetes.io/os label and status.nodeInfo.operatingSystem; a node with
+// neither (a hand-made one) is taken for Linux, as the scheduler's default
+// images would be.
+func Linux(n *corev1.Node) bool {
+	os := n.Labels[corev1.LabelOSStable]
+	if os == "" {
+		os = n.Status.NodeInfo.OperatingSystem
+	}
+	return os == "" || os == "linux"
 }
 
 // Ready says whether the node's Ready condition is True.
@@ -57,30 +85,37 @@ func Selects(l *v1alpha2.CacheSpecImages, n *corev1.Node) bool {
 	return len(l.NodeSelector) == 0 || labels.SelectorFromSet(l.NodeSelector).Matches(labels.Set(n.Labels))
 }
 
+// skipped are the nodes a list selects but an operation leaves out: node
+// name to reason.
+type skipped map[string]string
+
 // split returns the nodes a list selects, parted into eligible and skipped.
 // The eligible ones point into nodes: a copy of 1000 nodes at each call was
 // most of what an operation's start allocated.
-func split(nodes []corev1.Node, l *v1alpha2.CacheSpecImages) (eligible []*corev1.Node, skipped int) {
+func split(nodes []corev1.Node, l *v1alpha2.CacheSpecImages, skip func(*corev1.Node, *v1alpha2.CacheSpecImages) string) (eligible []*corev1.Node, left skipped) {
 	for i := range nodes {
 		n := &nodes[i]
 		if !Selects(l, n) {
 			continue
 		}
-		if Eligible(n, l) {
-			eligible = append(eligible, n)
-		} else {
-			skipped++
+		if why := skip(n, l); why != "" {
+			if left == nil {
+				left = skipped{}
+			}
+			left[n.Name] = why
+			continue
 		}
+		eligible = append(eligible, n)
 	}
-	return eligible, skipped
+	return eligible, left
 }
 
 // EligibleNodes returns the names of the nodes any list of the spec would
-// use now.
+// pull onto now.
 func EligibleNodes(spec *v1alpha2.ImageCacheSpec, nodes []corev1.Node) map[string]bool {
 	out := map[string]bool{}
 	for i := range spec.CacheSpec {
-		e, _ := split(nodes, &spec.CacheSpec[i])
+		e, _ := split(nodes, &spec.CacheSpec[i], Skip)
 		for _, n := range e {
 			out[n.Name] = true
 		}

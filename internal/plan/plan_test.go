@@ -47,6 +47,9 @@ func TestBuild(t *testing.T) {
 	soft := node("soft", map[string]string{"tier": "web"})
 	soft.Spec.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectPreferNoSchedule}}
 	mixed := []corev1.Node{nodes[0], cordoned, notReady, tainted, soft}
+	windows := node("win", map[string]string{"tier": "web", "kubernetes.io/os": "windows"})
+	unlabelledWindows := node("win2", map[string]string{"tier": "web"})
+	unlabelledWindows.Status.NodeInfo.OperatingSystem = "windows"
 	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 	other := []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
 	cases := []struct {
@@ -56,25 +59,45 @@ func TestBuild(t *testing.T) {
 		wantPresent   int
 		wantInvalid   []string
 		wantSkipped   int
+		wantSkippedBy map[string]string
 		wantUnmatched []string
+		wantUnreach   []string
 	}{
 		{
 			name:        "cordoned and NotReady nodes are skipped and counted; taints tolerated by default",
 			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: mixed},
 			want:        []string{"pull redis:7 a", "pull redis:7 tainted", "pull redis:7 soft"},
-			wantSkipped: 2,
+			wantSkipped: 2, wantSkippedBy: map[string]string{"cordoned": "Cordoned", "notready": "NotReady"},
+		},
+		{
+			name: "nodes that are not Linux are skipped: our helpers are Linux binaries",
+			in:   Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: []corev1.Node{nodes[0], windows, unlabelledWindows}},
+			want: []string{"pull redis:7 a"}, wantSkipped: 2, wantSkippedBy: map[string]string{"win": "NotLinux", "win2": "NotLinux"},
+		},
+		{
+			name: "a list that selects only Windows nodes says so",
+			in: Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"kubernetes.io/os": "windows"}}),
+				Nodes: []corev1.Node{nodes[0], windows}},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"win": "NotLinux"},
+			wantUnmatched: []string{"cacheSpec[0] (nodeSelector kubernetes.io/os=windows) matches 1 node(s), none eligible: 1 NotLinux"},
+		},
+		{
+			name:        "purge reaches cordoned and tainted nodes; a NotReady one keeps its images and fails",
+			in:          Input{Op: Purge, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: other}), Nodes: append(mixed, windows)},
+			want:        []string{"delete redis:7 a", "delete redis:7 cordoned", "delete redis:7 tainted", "delete redis:7 soft"},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"win": "NotLinux"}, wantUnreach: []string{"redis:7 notready NodeNotReady"},
 		},
 		{
 			name:        "with tolerations only tolerated taints are used",
 			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: other}), Nodes: mixed},
 			want:        []string{"pull redis:7 a", "pull redis:7 soft"},
-			wantSkipped: 3,
+			wantSkipped: 3, wantSkippedBy: map[string]string{"cordoned": "Cordoned", "notready": "NotReady", "tainted": "TaintNotTolerated"},
 		},
 		{
 			name:        "a toleration that matches the taint admits the node",
 			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: gpu}), Nodes: mixed},
 			want:        []string{"pull redis:7 a", "pull redis:7 tainted", "pull redis:7 soft"},
-			wantSkipped: 2,
+			wantSkipped: 2, wantSkippedBy: map[string]string{"cordoned": "Cordoned", "notready": "NotReady"},
 		},
 		{
 			name: "new nodes: only the given nodes get work",
@@ -156,7 +179,14 @@ func TestBuild(t *testing.T) {
 			g.Expect(p.Present).To(Equal(c.wantPresent))
 			g.Expect(p.Skipped).To(Equal(c.wantSkipped))
 			g.Expect(p.Unmatched).To(Equal(c.wantUnmatched))
-			g.Expect(p.Desired).To(Equal(len(c.want) + c.wantPresent))
+			g.Expect(p.SkippedNodes).To(Equal(c.wantSkippedBy))
+			var unreach []string
+			for _, u := range p.Unreachable {
+				unreach = append(unreach, u.Image+" "+u.Node+" "+u.Reason)
+				g.Expect(u.Message).To(ContainSubstring("not Ready"))
+			}
+			g.Expect(unreach).To(ConsistOf(c.wantUnreach))
+			g.Expect(p.Desired).To(Equal(len(c.want) + c.wantPresent + len(c.wantUnreach)))
 			var invalid []string
 			for k := range p.Invalid {
 				invalid = append(invalid, k)
@@ -164,6 +194,10 @@ func TestBuild(t *testing.T) {
 			g.Expect(invalid).To(ConsistOf(c.wantInvalid))
 			for _, w := range p.Work {
 				g.Expect(w.Kind).To(BeElementOf(jobs.Pull, jobs.Delete))
+				if w.Kind == jobs.Delete {
+					// Delete Jobs tolerate every taint: see skipDelete.
+					g.Expect(w.Tolerations).To(BeEmpty())
+				}
 			}
 		})
 	}
@@ -207,6 +241,10 @@ func TestDue(t *testing.T) {
 		{name: "refresh at start-up for caches finished before it", every: 10 * time.Minute, want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
 			ObjectMeta: metav1.ObjectMeta{Generation: 1},
 			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(-time.Hour)}}},
+		{name: "new-node operations do not postpone the periodic refresh", now: 12 * time.Minute, every: 10 * time.Minute, want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status: v1alpha2.ImageCacheStatus{Status: "Succeeded", Reason: string(NewNodes), ObservedGeneration: 1, ProcessedSpec: prior,
+				RefreshedTime: at(time.Minute), CompletionTime: at(11 * time.Minute)}}},
 		{name: "0s turns refresh off", now: time.Hour, every: 0, cache: v1alpha2.ImageCache{
 			ObjectMeta: metav1.ObjectMeta{Generation: 1},
 			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior, CompletionTime: at(-time.Hour)}}},

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,8 +19,10 @@ type Plan struct {
 	// Present counts pulls skipped because the node already reports the image.
 	Present int
 	// Desired counts the (image, node) pairs on eligible nodes; Skipped
-	// those on nodes left out (see Eligible).
+	// those on nodes left out (see Skip).
 	Desired, Skipped int
+	// SkippedNodes are the nodes left out, with the reason of each.
+	SkippedNodes map[string]string
 	// Unmatched describes each list that has no eligible node at all, so
 	// that "nothing to do" says why (#233).
 	Unmatched []string
@@ -26,6 +30,14 @@ type Plan struct {
 	// without a Job (the webhook refuses them, but the controller must not rely
 	// on it).
 	Invalid map[string]string
+	// Unreachable are pairs that fail without a Job: a delete on a node that
+	// is not Ready, which keeps the image (a purge must not report it gone).
+	Unreachable []Unreachable
+}
+
+// Unreachable is a pair no Job can serve, and why.
+type Unreachable struct {
+	Image, Node, Reason, Message string
 }
 
 // Input is what planning reads.
@@ -38,6 +50,17 @@ type Input struct {
 	AlwaysPull bool
 	// Only, when set, restricts the work to these nodes (new nodes).
 	Only map[string]bool
+}
+
+// skipDelete is Skip for delete Jobs. They tolerate every taint and run on
+// cordoned nodes: those still hold the images, and the original's Jobs
+// reached them. A node that is not Ready is not skipped but unreachable
+// (see Plan.Unreachable); one that is not Linux never got our images.
+func skipDelete(n *corev1.Node, _ *v1alpha2.CacheSpecImages) string {
+	if !Linux(n) {
+		return v1alpha2.SkipNotLinux
+	}
+	return ""
 }
 
 // Build computes the operation's work: one item per (image, node), never two
@@ -54,22 +77,45 @@ func Build(in Input) Plan {
 			}
 		}
 	}
+	skipOf := func(kind jobs.Kind) func(*corev1.Node, *v1alpha2.CacheSpecImages) string {
+		if kind == jobs.Delete {
+			return skipDelete
+		}
+		return Skip
+	}
 	add := func(kind jobs.Kind, image string, l *v1alpha2.CacheSpecImages) {
 		ref, err := images.Parse(image)
 		if err != nil {
 			p.Invalid[image] = err.Error()
 			return
 		}
-		eligible, skipped := split(nodes, l)
-		p.Skipped += skipped
+		eligible, left := split(nodes, l, skipOf(kind))
+		p.Skipped += len(left)
+		for n, why := range left {
+			if p.SkippedNodes == nil {
+				p.SkippedNodes = map[string]string{}
+			}
+			if _, ok := p.SkippedNodes[n]; !ok {
+				p.SkippedNodes[n] = why
+			}
+		}
+		tolerations := l.Tolerations
+		if kind == jobs.Delete {
+			tolerations = nil // every taint: see skipDelete
+		}
 		for _, n := range eligible {
-			w := jobs.Work{Kind: kind, Image: image, Ref: ref, Tolerations: l.Tolerations,
+			w := jobs.Work{Kind: kind, Image: image, Ref: ref, Tolerations: tolerations,
 				Node: jobs.Node{Name: n.Name, Runtime: n.Status.NodeInfo.ContainerRuntimeVersion}}
 			if seen[w.Key()] {
 				continue
 			}
 			seen[w.Key()] = true
 			p.Desired++
+			if kind == jobs.Delete && !Ready(n) {
+				p.Unreachable = append(p.Unreachable, Unreachable{Image: image, Node: n.Name, Reason: "NodeNotReady",
+					Message: fmt.Sprintf("node %s is not Ready: no Job can delete %s from it, so it keeps the image; purge again once the node is Ready", n.Name, image)})
+				continue
+			}
 			if kind == jobs.Pull && !in.AlwaysPull && !ref.Floating() && images.PresentOn(n, ref) {
 				p.Present++
 				continue
@@ -79,10 +125,14 @@ func Build(in Input) Plan {
 	}
 
 	if in.Op != Update && in.Op != NewNodes {
+		kind := jobs.Pull
+		if in.Op == Purge {
+			kind = jobs.Delete
+		}
 		for i := range in.Spec.CacheSpec {
 			l := &in.Spec.CacheSpec[i]
-			if eligible, skipped := split(nodes, l); len(eligible) == 0 {
-				p.Unmatched = append(p.Unmatched, describeUnmatched(i, l, skipped))
+			if eligible, left := split(nodes, l, skipOf(kind)); len(eligible) == 0 {
+				p.Unmatched = append(p.Unmatched, describeUnmatched(i, l, left))
 			}
 		}
 	}
@@ -161,13 +211,22 @@ func Diff(was, now []string) (gained, lost []string) {
 	return gained, lost
 }
 
-func describeUnmatched(i int, l *v1alpha2.CacheSpecImages, skipped int) string {
+func describeUnmatched(i int, l *v1alpha2.CacheSpecImages, left skipped) string {
 	sel := "no nodeSelector"
 	if len(l.NodeSelector) > 0 {
 		sel = "nodeSelector " + labels.SelectorFromSet(l.NodeSelector).String()
 	}
-	if skipped > 0 {
-		return fmt.Sprintf("cacheSpec[%d] (%s) matches %d node(s), none eligible (cordoned, NotReady or with a taint not tolerated)", i, sel, skipped)
+	if len(left) == 0 {
+		return fmt.Sprintf("cacheSpec[%d] (%s) matches no node", i, sel)
 	}
-	return fmt.Sprintf("cacheSpec[%d] (%s) matches no node", i, sel)
+	byReason := map[string]int{}
+	for _, why := range left {
+		byReason[why]++
+	}
+	reasons := make([]string, 0, len(byReason))
+	for why, n := range byReason {
+		reasons = append(reasons, fmt.Sprintf("%d %s", n, why))
+	}
+	sort.Strings(reasons)
+	return fmt.Sprintf("cacheSpec[%d] (%s) matches %d node(s), none eligible: %s", i, sel, len(left), strings.Join(reasons, ", "))
 }

@@ -138,25 +138,30 @@ func TestSummarise(t *testing.T) {
 	cases := []struct {
 		name     string
 		items    []Item
-		deleting bool
+		present  int
+		purge    bool
 		want     v1alpha2.ImageCacheActionStatus
 		wantMsg  string
 		failures map[string]v1alpha2.NodeReasonMessageList
 	}{
 		{name: "nothing to do", want: v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted, wantMsg: v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted},
 		{name: "all pulled", items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
-		{name: "all deleted", deleting: true, items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesDeletedSuccessfully},
+		{name: "all already present: the original's alreadypulled is a success", present: 3, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
+		{name: "some present, some pulled", present: 1, items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
+		{name: "present but another failed", present: 1, items: []Item{{Image: "a", Node: "n1", Outcome: bad}}, want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages,
+			failures: map[string]v1alpha2.NodeReasonMessageList{"a": {{Node: "n1", Reason: "ImagePullBackOff", Message: "nope"}}}},
+		{name: "all deleted", purge: true, items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesDeletedSuccessfully},
 		{name: "some failed, listed per image and node", items: []Item{{Image: "a", Node: "n2", Outcome: bad}, {Image: "a", Node: "n1", Outcome: bad}, {Image: "b", Node: "n1", Outcome: ok}},
 			want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages,
 			failures: map[string]v1alpha2.NodeReasonMessageList{"a": {{Node: "n1", Reason: "ImagePullBackOff", Message: "nope"}, {Node: "n2", Reason: "ImagePullBackOff", Message: "nope"}}}},
-		{name: "delete failed", deleting: true, items: []Item{{Image: "a", Node: "n1", Outcome: bad}},
+		{name: "delete failed", purge: true, items: []Item{{Image: "a", Node: "n1", Outcome: bad}},
 			want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages,
 			failures: map[string]v1alpha2.NodeReasonMessageList{"a": {{Node: "n1", Reason: "ImagePullBackOff", Message: "nope"}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := NewWithT(t)
-			s := Summarise(c.items, c.deleting)
+			s := Summarise(c.items, c.present, c.purge)
 			g.Expect(s.Status).To(Equal(c.want))
 			g.Expect(s.Message).To(Equal(c.wantMsg))
 			if c.failures == nil {

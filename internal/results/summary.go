@@ -22,10 +22,13 @@ type Summary struct {
 
 // Summarise turns the outcomes of an operation into the original's final
 // status: Succeeded when nothing failed, Failed when anything did (listed
-// per image and node), NoImagesPulledOrDeleted when there was nothing to do.
-// deleting selects the wording of a purge.
-func Summarise(items []Item, deleting bool) Summary {
-	if len(items) == 0 {
+// per image and node), NoImagesPulledOrDeleted when the operation had no
+// (image, node) pair at all. present counts the pairs that needed no Job
+// because the node already had the image: like the original's
+// "alreadypulled" they are successes, so a warm cluster's refresh ends
+// Succeeded. purge selects the wording of a purge.
+func Summarise(items []Item, present int, purge bool) Summary {
+	if len(items) == 0 && present == 0 {
 		return Summary{Status: v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted, Message: v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted}
 	}
 	failures := map[string]v1alpha2.NodeReasonMessageList{}
@@ -42,14 +45,14 @@ func Summarise(items []Item, deleting bool) Summary {
 		sort.Slice(l, func(i, j int) bool { return l[i].Node < l[j].Node })
 	}
 	s := Summary{Status: v1alpha2.ImageCacheActionStatusSucceeded, Message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully}
-	if deleting {
+	if purge {
 		s.Message = v1alpha2.ImageCacheMessageImagesDeletedSuccessfully
 	}
 	if len(failures) > 0 {
 		s.Status = v1alpha2.ImageCacheActionStatusFailed
 		s.Failures = failures
 		s.Message = v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
-		if deleting {
+		if purge {
 			s.Message = v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages
 		}
 	}

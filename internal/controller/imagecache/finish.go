@@ -24,57 +24,33 @@ import (
 )
 
 // finish ends an operation: Jobs are deleted or labelled by the retention
-// policy, the on-demand annotations are removed, the final status is written
-// and an Event says how it went. Each step is idempotent; any error retries
-// the whole of finish with the results fixed in op.final.
+// policy, the annotations it acted on are removed, the final status is
+// written and an Event says how it went. Each step is idempotent; any error
+// retries the whole of finish with the results fixed in op.final.
 func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	if err := r.retain(ctx, cache, op); err != nil {
+	if err := r.applyRetention(ctx, cache, op); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.removeAnnotations(ctx, cache); err != nil {
+	if err := r.consumeAnnotations(ctx, cache, op.consumes); err != nil {
 		return ctrl.Result{}, err
+	}
+	var whole *plan.Plan
+	if op.kind == plan.NewNodes {
+		// The status describes the whole cache, not the few nodes this
+		// operation served: count its pairs on every node as it stands.
+		nodes, err := r.listNodes(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		p := plan.Build(plan.Input{Op: plan.Refresh, Spec: op.spec, Nodes: nodes.Items})
+		whole = &p
 	}
 
-	sum := op.final.summary
-	if sum.Status == v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted && len(op.unmatched) > 0 {
-		sum.Message += ": " + strings.Join(op.unmatched, "; ")
-	}
 	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		fresh := &v1alpha2.ImageCache{}
-		if err := r.APIReader.Get(ctx, key, fresh); err != nil {
-			return err
-		}
-		if fresh.UID != op.uid {
-			return apierrors.NewNotFound(v1alpha2.GroupVersion.WithResource("imagecaches").GroupResource(), key.Name)
-		}
-		st := &fresh.Status
-		st.Status = sum.Status
-		st.Reason = string(op.kind)
-		st.Message = sum.Message
-		st.Failures, st.FailuresOmitted = boundFailures(sum.Failures)
-		now := metav1.NewTime(r.Clock.Now())
-		st.CompletionTime = &now
-		st.Counts = op.counts.DeepCopy()
-		st.Progress = progress(op.counts)
-		switch op.kind {
-		case plan.Purge:
-			// Nothing is on the nodes any more: a later update pulls all.
-			st.ProcessedSpec = nil
-			st.ObservedGeneration = op.generation
-		case plan.NewNodes:
-			// The spec was not acted on as a whole: leave its record be.
-		default:
-			st.ProcessedSpec = op.spec.DeepCopy()
-			st.ObservedGeneration = op.generation
-		}
-		setConditions(fresh, false, string(op.kind), sum.Message)
-		if err := r.Client.Status().Update(ctx, fresh); err != nil {
-			return err
-		}
-		cache = fresh
-		return nil
+	var end ending
+	err := r.writeStatus(ctx, key, op.uid, func(st *v1alpha2.ImageCacheStatus, limit int) {
+		end = r.finalStatus(st, op, whole, limit)
 	})
 	if apierrors.IsNotFound(err) {
 		r.forget(key)
@@ -89,24 +65,199 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	r.ops.setCoverage(key, op.uid, r.coverageAfter(key, op))
 
 	evType := corev1.EventTypeNormal
-	if sum.Status == v1alpha2.ImageCacheActionStatusFailed {
+	if end.status == v1alpha2.ImageCacheActionStatusFailed {
 		evType = corev1.EventTypeWarning
 	}
-	r.Recorder.Event(cache, evType, string(op.kind), sum.Message)
-	metrics.OperationDuration.WithLabelValues(string(op.kind), string(sum.Status)).Observe(r.Clock.Since(op.start).Seconds())
-	logger.Info("operation finished", "id", op.id, "operation", op.kind, "status", sum.Status,
-		"jobs", len(op.work), "failedImages", len(sum.Failures), "took", r.Clock.Since(op.start).String())
+	r.Recorder.Event(cache, evType, string(op.kind), end.detail)
+	metrics.OperationDuration.WithLabelValues(string(op.kind), string(end.status)).Observe(r.Clock.Since(op.start).Seconds())
+	logger.Info("operation finished", "id", op.id, "operation", op.kind, "status", end.status,
+		"jobs", len(op.work), "failedImages", len(op.final.summary.Failures), "took", r.Clock.Since(op.start).String())
 	// The status write wakes the cache again; that reconcile schedules the
-	// next due operation (a spec edit made meanwhile, a periodic refresh).
+	// next due operation (a spec edit or an annotation made meanwhile, a
+	// periodic refresh).
 	return ctrl.Result{}, nil
 }
 
-// retain applies --job-retention-policy to the operation's Jobs. delete:
-// all go, with their pods, whatever their result; each went when it was
-// settled, so only what that may have missed is swept now. retain: all
+// ending is what an operation's end wrote: the status, and the detail its
+// Event and conditions carry.
+type ending struct {
+	status v1alpha2.ImageCacheActionStatus
+	detail string
+}
+
+// finalStatus sets the status an operation ends with, keeping at most limit
+// failures. A new-node operation adds its results to those before it: the
+// failures on other nodes stay until their pairs run again, and the status
+// says how the whole cache stands.
+func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, whole *plan.Plan, limit int) ending {
+	sum := op.final.summary
+	failures, omitted := sum.Failures, int32(0)
+	counts := op.counts
+	skipped := skippedNodes(op.skippedNodes)
+	if whole != nil {
+		served := map[string]bool{}
+		for n := range op.only {
+			served[n] = true
+		}
+		for n := range op.joined {
+			served[n] = true
+		}
+		failures, omitted = mergeFailures(st.Failures, served, sum.Failures), st.FailuresOmitted
+		counts = wholeCounts(whole, failures, omitted)
+		skipped = skippedNodes(whole.SkippedNodes)
+		sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheMessageImagesPulledSuccessfully
+		if len(failures) > 0 || omitted > 0 {
+			sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
+		}
+	}
+	st.Status = sum.Status
+	st.Reason = string(op.kind)
+	st.Message = sum.Message
+	var dropped int32
+	st.Failures, dropped = boundFailures(failures, limit)
+	st.FailuresOmitted = omitted + dropped
+	now := metav1.NewTime(r.Clock.Now())
+	st.CompletionTime = &now
+	st.Counts = counts.DeepCopy()
+	st.Progress = progress(counts)
+	st.SkippedNodes = skipped
+	switch op.kind {
+	case plan.Purge:
+		// Nothing is on the nodes any more: a later update pulls all.
+		st.ProcessedSpec = nil
+		st.ObservedGeneration = op.generation
+	case plan.NewNodes:
+		// The spec was not acted on as a whole: leave its record be.
+	default:
+		st.ProcessedSpec = op.spec.DeepCopy()
+		st.ObservedGeneration = op.generation
+	}
+	if op.kind == plan.Create || op.kind == plan.Refresh {
+		st.RefreshedTime = &now
+	}
+	detail := sum.Message
+	if len(op.unmatched) > 0 {
+		detail += ": " + strings.Join(op.unmatched, "; ")
+	}
+	if dropped > 0 {
+		detail += fmt.Sprintf(" (%d failures left out of status.failures for size)", dropped)
+	}
+	setStatusConditions(st, false, string(op.kind), detail, op.generation)
+	return ending{status: sum.Status, detail: detail}
+}
+
+// mergeFailures keeps the earlier failures on the nodes a new-node
+// operation did not serve and adds its own.
+func mergeFailures(before map[string]v1alpha2.NodeReasonMessageList, served map[string]bool, now map[string]v1alpha2.NodeReasonMessageList) map[string]v1alpha2.NodeReasonMessageList {
+	out := map[string]v1alpha2.NodeReasonMessageList{}
+	for img, l := range before {
+		for _, f := range l {
+			if !served[f.Node] {
+				out[img] = append(out[img], f)
+			}
+		}
+	}
+	for img, l := range now {
+		for _, f := range l {
+			dup := false
+			for _, kept := range out[img] {
+				if kept.Node == f.Node {
+					dup = true // "(all nodes)" of an invalid image, reported again
+					break
+				}
+			}
+			if !dup {
+				out[img] = append(out[img], f)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// wholeCounts counts the cache's pairs on every node: what a refresh would
+// find already present, the failures known, the rest done.
+func wholeCounts(p *plan.Plan, failures map[string]v1alpha2.NodeReasonMessageList, omitted int32) v1alpha2.Counts {
+	failed := omitted
+	for _, l := range failures {
+		failed += int32(len(l))
+	}
+	c := v1alpha2.Counts{Desired: int32(p.Desired), AlreadyPresent: int32(p.Present), Skipped: int32(p.Skipped), Failed: failed}
+	c.Succeeded = max(c.Desired-c.AlreadyPresent-c.Failed, 0)
+	return c
+}
+
+// writeStatus writes a cache's status with set applied to a fresh read,
+// retrying conflicts. When the API server refuses the object for good (too
+// large for etcd, or a policy on its size), set is applied again with half
+// as many failures, down to none, with failuresOmitted counting the rest: a
+// status that cannot be written would leave the cache Processing for ever.
+func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, uid types.UID, set func(st *v1alpha2.ImageCacheStatus, limit int)) error {
+	for limit := MaxFailures; ; limit /= 2 {
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			fresh := &v1alpha2.ImageCache{}
+			if err := r.APIReader.Get(ctx, key, fresh); err != nil {
+				return err
+			}
+			if fresh.UID != uid {
+				return apierrors.NewNotFound(v1alpha2.GroupVersion.WithResource("imagecaches").GroupResource(), key.Name)
+			}
+			set(&fresh.Status, limit)
+			return r.Client.Status().Update(ctx, fresh)
+		})
+		if err == nil || limit == 0 || !statusRefused(err) {
+			return err
+		}
+		log.FromContext(ctx).Info("the final status was refused; writing it with fewer failures", "failures", limit/2, "error", err.Error())
+	}
+}
+
+// statusRefused tells a status the API server will never take as it is
+// from an error that may pass. etcd's own limit comes back as an internal
+// error naming the request as too large.
+func statusRefused(err error) bool {
+	return refusedForGood(err) || (apierrors.IsInternalError(err) && strings.Contains(err.Error(), "too large"))
+}
+
+// decline ends an operation that cannot run, before any Job, with the
+// original's failed status, the reason in failures, a condition and an
+// Event, so that the cache neither hangs in Processing nor starts again
+// until its spec changes or a refresh is asked for.
+func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, kind plan.Operation, reason, why string) error {
+	if err := r.consumeAnnotations(ctx, cache, consumedAnnotations(kind, cache.Annotations)); err != nil {
+		return err
+	}
+	msg := v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
+	if kind == plan.Purge {
+		msg = v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages
+	}
+	err := r.writeStatus(ctx, client.ObjectKeyFromObject(cache), cache.UID, func(st *v1alpha2.ImageCacheStatus, _ int) {
+		now := metav1.NewTime(r.Clock.Now())
+		st.Status, st.Reason, st.Message = v1alpha2.ImageCacheActionStatusFailed, string(kind), msg
+		st.Failures = map[string]v1alpha2.NodeReasonMessageList{"(spec)": {{Node: "(all nodes)", Reason: reason, Message: why}}}
+		st.FailuresOmitted = 0
+		st.StartTime, st.CompletionTime, st.RefreshedTime = &now, &now, &now
+		st.ObservedGeneration = cache.Generation
+		st.Counts, st.Progress = nil, ""
+		setStatusConditions(st, false, reason, why, cache.Generation)
+	})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info("operation declined", "operation", kind, "reason", reason, "why", why)
+	r.Recorder.Event(cache, corev1.EventTypeWarning, reason, why)
+	return nil
+}
+
+// applyRetention applies --job-retention-policy to the operation's Jobs.
+// delete: all go, with their pods, whatever their result; each went when it
+// was settled, so only what that may have missed is swept now. retain: all
 // stay, running ones included, labelled with their result for
-// `kubectl get jobs -l`.
-func (r *Reconciler) retain(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
+// `kubectl get jobs -l`, until their pair runs again (replaceRetained) or
+// the controller restarts.
+func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
 	if !r.Config.Retain {
 		if !op.sweep {
 			return nil
@@ -169,17 +320,4 @@ func (r *Reconciler) labelResult(ctx context.Context, ns, name string, o results
 	body, _ := json.Marshal(patch)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	return client.IgnoreNotFound(r.Client.Patch(ctx, job, client.RawPatch(types.MergePatchType, body)))
-}
-
-// removeAnnotations drops the on-demand annotations. A merge patch that nulls
-// the keys needs no resourceVersion and is a no-op when they are gone.
-func (r *Reconciler) removeAnnotations(ctx context.Context, cache *v1alpha2.ImageCache) error {
-	_, refresh := cache.Annotations[v1alpha2.RefreshAnnotation]
-	_, purge := cache.Annotations[v1alpha2.PurgeAnnotation]
-	if !refresh && !purge {
-		return nil
-	}
-	body := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, v1alpha2.RefreshAnnotation, v1alpha2.PurgeAnnotation))
-	target := &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: cache.Namespace, Name: cache.Name}}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)))
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,13 +55,23 @@ type Config struct {
 	StatusInterval time.Duration
 }
 
+// JobIndex is what the reconciler reads of its running Jobs, and where their
+// events come from: jobwatch in the controller, a stand-in in unit tests.
+type JobIndex interface {
+	// Get returns the Job as last seen, or nil; nothing may write to it.
+	Get(ns, name string) *batchv1.Job
+	Source(h handler.EventHandler) source.SyncingSource
+}
+
+var _ JobIndex = &jobwatch.Watch{}
+
 // Reconciler drives ImageCache operations.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	// Jobs holds the controller's running Jobs; they are never read
 	// through Client, whose cache would hold them whole a second time.
-	Jobs     *jobwatch.Watch
+	Jobs     JobIndex
 	Recorder record.EventRecorder
 	Clock    clock.Clock
 	Config   Config
@@ -82,6 +93,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Jobs == nil {
 		return fmt.Errorf("imagecache: no Job watch")
 	}
+	r.init()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("imagecache").
+		For(&v1alpha2.ImageCache{}).
+		WatchesRawSource(r.Jobs.Source(r.jobEvents(mgr))).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
+		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// init fills the defaults and the memory of running operations; unit tests
+// call it instead of SetupWithManager and then Reconcile directly.
+func (r *Reconciler) init() {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -98,14 +123,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.ops = newTracker()
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha2.ImageCache], 1024)
 	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.wakeUp)
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("imagecache").
-		For(&v1alpha2.ImageCache{}).
-		WatchesRawSource(r.Jobs.Source(r.jobEvents(mgr))).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
-		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).
-		Complete(r)
 }
 
 // wakeUp enqueues a cache that waited for a pacing slot.
@@ -174,6 +191,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if due {
 		return r.start(ctx, cache, kind, nil)
 	}
+	if specTooLarge(&cache.Spec) != "" {
+		// Declined when it was due; a node joining changes nothing.
+		return ctrl.Result{RequeueAfter: after}, nil
+	}
 	if newNodes, err := r.newNodes(ctx, cache); err != nil {
 		return ctrl.Result{}, err
 	} else if len(newNodes) > 0 {
@@ -213,5 +234,5 @@ func Abort(cache *v1alpha2.ImageCache, now time.Time) {
 	cache.Status.Message = v1alpha2.ImageCacheMessagePullingAborted
 	t := metav1Time(now)
 	cache.Status.CompletionTime = &t
-	setConditions(cache, false, "Aborted", v1alpha2.ImageCacheMessagePullingAborted)
+	setConditions(cache, false, "Aborted", v1alpha2.ImageCacheMessagePullingAborted, cache.Generation)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
+	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
@@ -34,7 +35,7 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 	if op.final != nil {
 		return r.finish(ctx, cache, op)
 	}
-	createErr := r.createJobs(ctx, cache, op)
+	retry := r.createJobs(ctx, cache, op)
 	next, err := r.settle(ctx, cache, op)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -42,8 +43,8 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 	if op.final != nil {
 		return r.finish(ctx, cache, op)
 	}
-	if createErr != nil {
-		return ctrl.Result{}, createErr
+	if retry > 0 && (next == 0 || retry < next) {
+		next = retry
 	}
 	// Settling may have freed slots for this very operation.
 	if op.counts.Waiting > 0 && op.counts.InFlight == 0 {
@@ -171,7 +172,7 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		}
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
-	op.counts = countsOf(op, len(op.createdAt)-len(op.settled), len(op.names)-len(op.createdAt))
+	op.counts = countsOf(op)
 	if len(op.settled) < len(op.names) {
 		var next time.Duration
 		if !op.nextDeadline.IsZero() {
@@ -184,7 +185,7 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		w := op.work[i]
 		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: op.settled[name]})
 	}
-	op.final = &finalState{items: items, summary: results.Summarise(items, op.deleting())}
+	op.final = &finalState{items: items, summary: results.Summarise(items, op.present, op.kind == plan.Purge)}
 	return 0, nil
 }
 
@@ -229,8 +230,11 @@ func observe(kind jobs.Kind, o results.Outcome) {
 	}
 }
 
-// countsOf tallies the operation's pairs.
-func countsOf(op *operation, inFlight, waiting int) v1alpha2.Counts {
+// countsOf tallies the operation's pairs. A pair whose create was refused is
+// settled without ever having been in flight.
+func countsOf(op *operation) v1alpha2.Counts {
+	inFlight := len(op.createdAt) - (len(op.settled) - op.failedCreates)
+	waiting := len(op.names) - len(op.createdAt) - op.failedCreates
 	c := v1alpha2.Counts{
 		Desired: int32(op.desired), AlreadyPresent: int32(op.present), Skipped: int32(op.skipped),
 		Failed: int32(len(op.unstarted)), InFlight: int32(inFlight), Waiting: int32(waiting),

@@ -2,13 +2,13 @@ package imagecache
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,22 +22,27 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
-// start begins an operation: it clears the Jobs of the cache's previous
-// operation, plans the work, records Processing and creates the first Jobs.
-// only restricts a NewNodes operation to those nodes.
+// processingMessage is the original's status message while an operation of
+// kind runs. A new-node operation, ours, pulls as a create does.
+func processingMessage(kind plan.Operation) string {
+	switch kind {
+	case plan.Update:
+		return v1alpha2.ImageCacheMessageUpdatingCache
+	case plan.Refresh:
+		return v1alpha2.ImageCacheMessageRefreshingCache
+	case plan.Purge:
+		return v1alpha2.ImageCacheMessagePurgingCache
+	}
+	return v1alpha2.ImageCacheMessagePullingImages
+}
+
+// start begins an operation: it plans the work, clears the retained Jobs the
+// work replaces, records Processing and creates the first Jobs. only
+// restricts a NewNodes operation to those nodes.
 func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind plan.Operation, only map[string]bool) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("operation", kind)
-
-	// A cache keeps only the Jobs of its latest operation: retained Jobs of
-	// the previous one go now, before any new Job exists. Under the delete
-	// policy none is left: each operation deleted its own before it ended,
-	// and a restart's clean-up deleted those of an operation cut short.
-	if r.Config.Retain {
-		if err := r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(cache.Namespace),
-			client.MatchingLabels{jobs.LabelCacheUID: string(cache.UID)},
-			client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("deleting the previous operation's jobs: %w", err)
-		}
+	if why := specTooLarge(&cache.Spec); why != "" {
+		return ctrl.Result{}, r.decline(ctx, cache, kind, "SpecTooLarge", why)
 	}
 
 	nodes, err := r.listNodes(ctx)
@@ -48,6 +53,9 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		Op: kind, Spec: cache.Spec, Prior: cache.Status.ProcessedSpec,
 		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only,
 	})
+	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	now := r.Clock.Now()
 	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items)
@@ -56,37 +64,45 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		spec: *cache.Spec.DeepCopy(), start: now, eligible: eligible, only: only,
 		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime),
 		index:         map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
-		unseen: map[string]bool{}, joined: map[string]bool{},
-		present: p.Present, desired: p.Desired, skipped: p.Skipped, unmatched: p.Unmatched,
+		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
+		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, unmatched: p.Unmatched,
+		consumes: consumedAnnotations(kind, cache.Annotations),
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
 			Outcome: results.Outcome{State: results.Failed, Reason: "InvalidImageName", Message: why}})
 	}
+	for _, u := range p.Unreachable {
+		op.unstarted = append(op.unstarted, results.Item{Image: u.Image, Node: u.Node,
+			Outcome: results.Outcome{State: results.Failed, Reason: u.Reason, Message: u.Message}})
+	}
 	r.addWork(cache, op, p.Work)
 	if kind != plan.Purge {
 		metrics.ImagePulls.WithLabelValues("already_present").Add(float64(op.present))
 	}
-	op.counts = countsOf(op, 0, len(op.work))
+	op.counts = countsOf(op)
 
 	st := &cache.Status
 	st.Status = v1alpha2.ImageCacheActionStatusProcessing
 	st.Reason = string(kind)
-	st.Message = v1alpha2.ImageCacheMessagePullingImages
-	if op.deleting() {
-		st.Message = v1alpha2.ImageCacheMessageDeletingImages
-	}
-	if kind == plan.NewNodes {
-		st.Message = "Images are being pulled on to new nodes: " + nodeList(only)
-	}
+	st.Message = processingMessage(kind)
 	t := metav1.NewTime(now)
 	st.StartTime = &t
 	st.CompletionTime = nil
-	st.Failures = nil
-	st.FailuresOmitted = 0
+	if kind != plan.NewNodes {
+		// A new-node operation adds to the results of the operations
+		// before it; the others replace them.
+		st.Failures = nil
+		st.FailuresOmitted = 0
+		st.SkippedNodes = skippedNodes(op.skippedNodes)
+	}
 	st.Counts = op.counts.DeepCopy()
 	st.Progress = progress(op.counts)
-	setConditions(cache, true, string(kind), st.Message)
+	detail := st.Message
+	if kind == plan.NewNodes {
+		detail = "Images are being pulled on to new nodes: " + nodeList(only)
+	}
+	setConditions(cache, true, string(kind), detail, op.generation)
 	// The resourceVersion of our read guards this write: on a stale read it
 	// conflicts and nothing has started.
 	if err := r.Client.Status().Update(ctx, cache); err != nil {
@@ -95,12 +111,28 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	op.written, op.lastWrite = op.counts, now
 	r.ops.put(client.ObjectKeyFromObject(cache), op)
 	logger.Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
-		"skippedNodes", op.skipped, "failedUnstarted", len(op.unstarted))
-	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), st.Message)
+		"skippedNodes", len(op.skippedNodes), "failedUnstarted", len(op.unstarted))
+	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), detail)
 	for _, why := range p.Unmatched {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
 	}
 	return r.progress(ctx, cache, op)
+}
+
+// specTooLarge says why a spec is too large to act on, or "". The CRD's rule
+// and the webhook refuse such specs as they are written; this guards a cache
+// stored without them (an old CRD, the webhook off), which would otherwise
+// run and then never fit its final status in etcd.
+func specTooLarge(spec *v1alpha2.ImageCacheSpec) string {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err.Error()
+	}
+	if len(raw) <= v1alpha2.MaxSpecBytes {
+		return ""
+	}
+	return fmt.Sprintf("the spec is %d KiB, over the limit of %d KiB: its status could not be stored beside it in etcd; split the images over several ImageCaches",
+		len(raw)>>10, v1alpha2.MaxSpecBytes>>10)
 }
 
 // addWork adds work items to an operation, each under its fixed Job name. A
@@ -148,9 +180,14 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		return nil
 	}
 	p := plan.Build(plan.Input{Op: plan.NewNodes, Spec: op.spec, Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: joined})
+	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
+		return err
+	}
 	for n := range joined {
 		op.eligible[n] = true
 		op.joined[n] = true
+		// No longer left out, if it was at the start.
+		delete(op.skippedNodes, n)
 	}
 	// Invalid images were reported for all nodes when the operation started.
 	op.present += p.Present
@@ -160,65 +197,6 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	r.addWork(cache, op, p.Work)
 	log.FromContext(ctx).Info("nodes joined the running operation", "id", op.id, "nodes", nodeList(joined), "jobs", len(op.work)-before)
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(plan.NewNodes), "Images are being pulled on to new nodes: "+nodeList(joined))
-	return nil
-}
-
-// createJobs creates the Jobs of the operation that are not created yet, as
-// far as the pacing caps allow. Names are fixed, so AlreadyExists means an
-// earlier attempt succeeded.
-func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
-	key := client.ObjectKeyFromObject(cache)
-	var todo []int
-	waiting := false
-	for i, name := range op.names {
-		if _, ok := op.createdAt[name]; ok {
-			continue
-		}
-		if _, ok := op.holding[name]; !ok {
-			if !r.limiter.TryAcquire(key, op.work[i].Node.Name) {
-				waiting = true
-				continue
-			}
-			op.holding[name] = op.work[i].Node.Name
-		}
-		todo = append(todo, i)
-	}
-	if !waiting {
-		r.limiter.Forget(key)
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	owner := jobs.Owner{Cache: cache, Operation: op.id}
-	created := make([]bool, len(todo))
-	failed, firstErr := inParallel(len(todo), r.Config.CreateParallelism, func(k int) error {
-		job, err := jobs.Build(owner, op.work[todo[k]], r.Config.Jobs)
-		if err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, job); err != nil && !isAlreadyExists(err) {
-			return err
-		}
-		created[k] = true
-		return nil
-	})
-	for k, i := range todo {
-		if !created[k] {
-			continue // the slot stays held: the retry creates this very Job
-		}
-		name := op.names[i]
-		now := r.Clock.Now()
-		op.createdAt[name] = now
-		op.unseen[name] = true
-		if op.nextDeadline.IsZero() {
-			op.nextDeadline = now.Add(r.Config.Deadline)
-		}
-		metrics.JobsCreated.WithLabelValues(string(op.work[i].Kind)).Inc()
-	}
-	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
-	if firstErr != nil {
-		return fmt.Errorf("creating %d of %d jobs failed (retrying): %w", failed, len(todo), firstErr)
-	}
 	return nil
 }
 
@@ -232,6 +210,27 @@ func nodeList(nodes map[string]bool) string {
 		return strings.Join(names[:10], ", ") + fmt.Sprintf(" and %d more", len(names)-10)
 	}
 	return strings.Join(names, ", ")
+}
+
+// skippedNodes turns the plan's node -> reason into the status's report:
+// per reason, how many nodes and the first names.
+func skippedNodes(left map[string]string) []v1alpha2.SkippedNodes {
+	if len(left) == 0 {
+		return nil
+	}
+	byReason := map[string][]string{}
+	for n, why := range left {
+		byReason[why] = append(byReason[why], n)
+	}
+	out := make([]v1alpha2.SkippedNodes, 0, len(byReason))
+	for why, names := range byReason {
+		sort.Strings(names)
+		s := v1alpha2.SkippedNodes{Reason: why, Count: int32(len(names))}
+		s.Nodes = names[:min(len(names), v1alpha2.MaxSkippedNames)]
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
+	return out
 }
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,10 +50,14 @@ func (r *Reconciler) writeProgress(ctx context.Context, cache *v1alpha2.ImageCac
 }
 
 // setConditions sets Progressing, and Ready from the status: Ready stays as
-// it was while an operation runs.
-func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message string) {
-	st := &cache.Status
-	prog := metav1.Condition{Type: v1alpha2.ConditionProgressing, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: cache.Generation}
+// it was while an operation runs. generation is that of the spec the
+// operation acts on, which an edit made meanwhile has moved past.
+func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message string, generation int64) {
+	setStatusConditions(&cache.Status, running, reason, message, generation)
+}
+
+func setStatusConditions(st *v1alpha2.ImageCacheStatus, running bool, reason, message string, generation int64) {
+	prog := metav1.Condition{Type: v1alpha2.ConditionProgressing, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: generation}
 	if running {
 		prog.Status = metav1.ConditionTrue
 	}
@@ -60,11 +65,11 @@ func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message str
 	if running {
 		if meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionReady) == nil {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse,
-				Reason: reason, Message: "the first operation is running", ObservedGeneration: cache.Generation})
+				Reason: reason, Message: "the first operation is running", ObservedGeneration: generation})
 		}
 		return
 	}
-	ready := metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse, Reason: string(st.Status), Message: message, ObservedGeneration: cache.Generation}
+	ready := metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse, Reason: string(st.Status), Message: message, ObservedGeneration: generation}
 	switch st.Status {
 	case v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted:
 		ready.Status = metav1.ConditionTrue
@@ -72,22 +77,31 @@ func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message str
 	meta.SetStatusCondition(&st.Conditions, ready)
 }
 
-// boundFailures keeps at most MaxFailures node entries, taking images in
-// turn so that every failing image shows, and returns how many were left out.
-func boundFailures(f map[string]v1alpha2.NodeReasonMessageList) (map[string]v1alpha2.NodeReasonMessageList, int32) {
+// boundFailures keeps at most limit node entries, taking images in turn so
+// that every failing image shows while there is room, and returns how many
+// were left out.
+func boundFailures(f map[string]v1alpha2.NodeReasonMessageList, limit int) (map[string]v1alpha2.NodeReasonMessageList, int32) {
 	total := 0
 	for _, l := range f {
 		total += len(l)
 	}
-	if total <= MaxFailures {
+	if total <= limit {
 		return f, 0
 	}
-	out := map[string]v1alpha2.NodeReasonMessageList{}
+	images := make([]string, 0, len(f))
+	for img := range f {
+		images = append(images, img)
+	}
+	sort.Strings(images)
+	var out map[string]v1alpha2.NodeReasonMessageList
 	kept := 0
-	for round := 0; kept < MaxFailures; round++ {
+	for round := 0; kept < limit; round++ {
 		progressed := false
-		for img, l := range f {
-			if round < len(l) && kept < MaxFailures {
+		for _, img := range images {
+			if l := f[img]; round < len(l) && kept < limit {
+				if out == nil {
+					out = map[string]v1alpha2.NodeReasonMessageList{}
+				}
 				out[img] = append(out[img], l[round])
 				kept++
 				progressed = true

@@ -57,7 +57,23 @@ type operation struct {
 	present   int
 	desired   int
 	skipped   int
-	unmatched []string
+	// skippedNodes are the nodes left out, with the reason of each.
+	skippedNodes map[string]string
+	unmatched    []string
+
+	// retrying are the Jobs whose creates failed for a reason that may
+	// pass; failedCreates counts the pairs whose creates failed for good
+	// (settled without a Job). backoff is the wait before the next retry,
+	// due at retryAt.
+	retrying      map[string]createRetry
+	failedCreates int
+	backoff       time.Duration
+	retryAt       time.Time
+
+	// consumes are the on-demand annotations this operation acts on, with
+	// the value each had at its start: its end removes them, unless a user
+	// set them again meanwhile.
+	consumes map[string]string
 
 	counts    v1alpha2.Counts
 	written   v1alpha2.Counts
@@ -79,18 +95,6 @@ type operation struct {
 type finalState struct {
 	items   []results.Item
 	summary results.Summary
-}
-
-func (o *operation) deleting() bool {
-	if o.kind == plan.Purge {
-		return true
-	}
-	for _, w := range o.work {
-		if w.Kind == jobs.Pull {
-			return false
-		}
-	}
-	return o.kind == plan.Update && len(o.work) > 0
 }
 
 // tracker maps a cache to its running operation, and to the nodes its

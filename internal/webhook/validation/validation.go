@@ -96,14 +96,11 @@ func validateSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
 	return errs
 }
 
-// MaxSpecBytes bounds a spec's JSON. The schema's own limits allow 16,384
-// images of 512 characters (8 MiB); the status keeps a copy of the spec
-// (processedSpec) besides up to MaxFailures failures, and kubectl apply a
-// third in an annotation, and etcd refuses objects over 1.5 MiB. A spec that
-// big was admitted, ran, and then could never write its final status: it
-// stayed Processing for good. 256 KiB (over 3,000 images of usual length)
-// leaves the object well inside the limit; more belongs in several caches.
-const MaxSpecBytes = 256 << 10
+// MaxSpecBytes is the API's bound on a spec (see v1alpha2.MaxSpecBytes): a
+// spec over it was admitted, ran, and then could never write its final
+// status. The webhook refuses it as it is written; the controller declines
+// it when the webhook is off.
+const MaxSpecBytes = v1alpha2.MaxSpecBytes
 
 func validateSize(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
 	raw, err := json.Marshal(spec)

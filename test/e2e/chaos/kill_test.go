@@ -278,9 +278,10 @@ func preflightTime(p *Process) time.Duration {
 	return 0
 }
 
-// mutate makes a cache's mid-run change, if the cache allows it now: the
-// webhook would refuse it while Processing, and refresh and purge are asked
-// of a cache whose operation finished. It reports whether it was made.
+// mutate makes a cache's mid-run change between its operations, so that
+// each change is one operation the run can account for (edits made while
+// Processing are admitted and queued, which TestSpecEditDuringOperation in
+// e2e/imagecache covers). It reports whether it was made.
 func mutate(t *testing.T, e *Env, c *killCache, must bool) bool {
 	t.Helper()
 	ctx := context.Background()

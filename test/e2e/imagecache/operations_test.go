@@ -2,6 +2,7 @@ package imagecache_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,18 +50,24 @@ func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
 			got = append(got, e.Type+" "+e.Reason+" "+e.Message)
 		}
 		return got
-	}).WithTimeout(10 * time.Second).Should(ContainElement(typ + " " + reason + " " + msg))
+	}).WithTimeout(10 * time.Second).Should(ContainElement(HavePrefix(typ + " " + reason + " " + msg)))
 }
 
 // TestOperations walks one cache through every operation of the original:
 // create, update (pull only what a list gains, delete what it loses), refresh
-// on demand (skipping images a node reports), purge, and delete.
+// on demand on a warm cluster (the nodes report the images: nothing to pull,
+// and that is a success), purge, and delete; each with the original's
+// messages, word for word.
 func TestOperations(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	rec := recordJobs(t, ns)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "web"}
+	statuses := watchStatuses(t, ns, "web")
+	processing := func(reason, message string) v1alpha2.ImageCacheStatus {
+		return v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusProcessing, Reason: reason, Message: message}
+	}
 
 	// create
 	t0 := tick()
@@ -71,6 +78,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.StartTime).NotTo(BeNil())
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
 	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
+	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheCreate, "Images are being pulled on to the nodes. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessagePullingImages)
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagesPulledSuccessfully)
 	// delete policy: no Job of the operation is left.
@@ -84,30 +92,58 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.21", "postgres:16"}))
 	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
+	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheUpdate, "Image cache is being updated. Please view the status after some time")))
 
-	// refresh on demand: node 0 already has both images, so it gets no Job
-	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-0", []corev1.ContainerImage{
-		{Names: []string{"docker.io/library/nginx:1.21"}, SizeBytes: 1},
-		{Names: []string{"docker.io/library/postgres@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "docker.io/library/postgres:16"}, SizeBytes: 1},
-	})).To(Succeed())
+	// refresh on demand on a warm cluster: every node reports both images,
+	// so no Job runs, and the cache has every image in place: Succeeded,
+	// as the original's "alreadypulled" was.
+	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/postgres:16")
 	t2 := annotate(g, key, v1alpha2.RefreshAnnotation)
 	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.Message).To(Equal("All requested images pulled succesfully to respective nodes"))
+	g.Expect(c.Status.Counts.AlreadyPresent).To(Equal(int32(2 * nodes)))
+	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", 2*nodes, 2*nodes)))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.RefreshAnnotation))
-	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.21", "sandbox-node-1", "sandbox-node-2"), each("pull", "postgres:16", "sandbox-node-1", "sandbox-node-2")...)))
+	g.Expect(rec.take()).To(BeEmpty())
+	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheRefresh, "Image cache is being refreshed. Please view the status after some time")))
+
+	// A node that lost the images (garbage-collected by its kubelet) gets
+	// them again; the others are left alone.
+	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
+	t3 := annotate(g, key, v1alpha2.RefreshAnnotation)
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t3, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
 
 	// purge: every image deleted from every node
-	t3 := annotate(g, key, v1alpha2.PurgeAnnotation)
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t3, opTimeout)
+	t4 := annotate(g, key, v1alpha2.PurgeAnnotation)
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t4, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesDeletedSuccessfully))
+	g.Expect(c.Status.Message).To(Equal("All cached images succesfully deleted from respective nodes"))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.PurgeAnnotation))
 	g.Expect(rec.take()).To(ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
+	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCachePurge, "Image cache is being purged. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessageImagesDeletedSuccessfully)
 
 	// delete: nothing runs; the cache is simply gone
 	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
 	g.Consistently(rec.take).WithTimeout(2 * time.Second).Should(BeEmpty())
+}
+
+// waitNodesReport waits until each node lists every image in status.images.
+func waitNodesReport(g Gomega, nodeNames []string, images ...string) {
+	g.Eventually(func(g Gomega) {
+		for _, name := range nodeNames {
+			n := &corev1.Node{}
+			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: name}, n)).To(Succeed())
+			var listed []string
+			for _, img := range n.Status.Images {
+				listed = append(listed, img.Names...)
+			}
+			g.Expect(listed).To(ContainElements(images), name)
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
 // TestPeriodicRefresh: with a refresh period, a finished cache is refreshed
@@ -195,14 +231,19 @@ func TestSameNameInTwoNamespaces(t *testing.T) {
 	g.Expect(c2.Status.Failures).To(HaveKey(sandbox.FailPrefix + "app:1"))
 }
 
-// TestSpecEditDuringOperation: an edit made while an operation runs is not
-// lost; it is applied as an update when the operation ends.
+// TestSpecEditDuringOperation: GitOps tools apply edits at any moment. An
+// edit or a refresh annotation made while an operation runs is admitted by
+// the webhook and not lost: the edit runs as an update when the operation
+// ends, and the annotation is kept until a refresh has acted on it. What the
+// original refused in place (a list's selector, now its tolerations) is
+// still refused.
 func TestSpecEditDuringOperation(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	rec := recordJobs(t, ns)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "edited"}
+	statuses := watchStatuses(t, ns, key.Name)
 	t0 := tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "edited", list(sandbox.FailPrefix+"slow:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
@@ -212,12 +253,30 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	}).WithTimeout(opTimeout).Should(Succeed())
 	c.Spec.CacheSpec[0].Images = append(c.Spec.CacheSpec[0].Images, "busybox:1.36")
 	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
+	annotate(g, key, v1alpha2.RefreshAnnotation)
 
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t0, 2*opTimeout)
-	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	// A patch, as kubectl apply sends: the controller's progress writes
+	// move the resourceVersion under an update.
+	moved := c.DeepCopy()
+	moved.Spec.CacheSpec[0].Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	err := k8s.Patch(context.Background(), moved, client.MergeFrom(c))
+	g.Expect(err).To(MatchError(ContainSubstring("tolerations cannot change")))
+	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the edits came while the create ran")
+
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t0, 3*opTimeout)
+	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.RefreshAnnotation), "the refresh acted on it")
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(ContainElement("busybox:1.36"))
-	g.Expect(rec.take()).To(ConsistOf(append(each("pull", sandbox.FailPrefix+"slow:1", allNodes()...), each("pull", "busybox:1.36", allNodes()...)...)))
+	var reasons []string
+	for _, s := range statuses() {
+		if s.Status == v1alpha2.ImageCacheActionStatusProcessing && (len(reasons) == 0 || reasons[len(reasons)-1] != s.Reason) {
+			reasons = append(reasons, s.Reason)
+		}
+	}
+	g.Expect(reasons).To(Equal([]string{v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheReasonImageCacheUpdate, v1alpha2.ImageCacheReasonImageCacheRefresh}))
+	pulls := rec.take()
+	g.Expect(pulls).To(ContainElements(append(each("pull", sandbox.FailPrefix+"slow:1", allNodes()...), each("pull", "busybox:1.36", allNodes()...)...)))
 }
 
 // TestJobsDeletedMidOperation: someone deletes the Jobs while they run; the

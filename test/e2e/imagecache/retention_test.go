@@ -120,21 +120,23 @@ func TestRestart(t *testing.T) {
 	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" }) // deadline 8s
 	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
-	g.Expect(statuses()).To(ContainElement(string(v1alpha2.ImageCacheActionStatusAborted) + "/" + v1alpha2.ImageCacheReasonImagePullAborted))
+	g.Expect(statuses()).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusAborted,
+		Reason: v1alpha2.ImageCacheReasonImagePullAborted, Message: v1alpha2.ImageCacheMessagePullingAborted}))
 	for _, j := range jobsOf(g, ns, client.MatchingLabels{}) {
 		g.Expect(old).NotTo(HaveKey(j.Name), "job %s survived the restart", j.Name)
 	}
 }
 
-// watchStatuses records every status/reason a cache passes through.
-func watchStatuses(t *testing.T, ns, name string) func() []string {
+// watchStatuses records every status, reason and message a cache passes
+// through.
+func watchStatuses(t *testing.T, ns, name string) func() []v1alpha2.ImageCacheStatus {
 	w, err := k8s.Watch(context.Background(), &v1alpha2.ImageCacheList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 	var mu sync.Mutex
-	var seen []string
+	var seen []v1alpha2.ImageCacheStatus
 	go func() {
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
@@ -143,14 +145,14 @@ func watchStatuses(t *testing.T, ns, name string) func() []string {
 			c, ok := ev.Object.(*v1alpha2.ImageCache)
 			if ok && c.Name == name {
 				mu.Lock()
-				seen = append(seen, string(c.Status.Status)+"/"+c.Status.Reason)
+				seen = append(seen, v1alpha2.ImageCacheStatus{Status: c.Status.Status, Reason: c.Status.Reason, Message: c.Status.Message})
 				mu.Unlock()
 			}
 		}
 	}()
-	return func() []string {
+	return func() []v1alpha2.ImageCacheStatus {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]string{}, seen...)
+		return append([]v1alpha2.ImageCacheStatus{}, seen...)
 	}
 }

@@ -5,7 +5,9 @@ package imagecache_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -29,6 +33,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/webhook"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -40,9 +45,24 @@ var (
 
 const nodes = 3
 
+// The nodes report the images their pods pulled, as kubelets do: a refresh
+// then meets a warm cluster, as it would on a user's.
 func TestMain(m *testing.M) {
-	sandbox.Main(m, sandbox.Options{Nodes: nodes})
+	sandbox.Main(m, sandbox.Options{Nodes: nodes, ReportImages: true})
 }
+
+// The controller serves its validating webhook in every test, as in
+// production: the API server calls it for every ImageCache write (but in
+// namespaces labelled noWebhookLabel, which stand for a cluster where the
+// webhook is off). Its port, certificate directory and Secret outlive each
+// controller, so that the next one takes the certificate over.
+const (
+	controllerNamespace = "kube-fledged"
+	webhookConfig       = "validate-image-cache.kubefledged.io-e2e"
+	noWebhookLabel      = "e2e.kubefledged.io/no-webhook"
+)
+
+var webhookPort int
 
 var setupOnce sync.Once
 
@@ -64,7 +84,51 @@ func env(t *testing.T) {
 		if err := installCRD(context.Background()); err != nil {
 			panic(fmt.Sprintf("installing the CRD: %v", err))
 		}
+		if err := installWebhook(context.Background()); err != nil {
+			panic(fmt.Sprintf("installing the webhook configuration: %v", err))
+		}
 	})
+}
+
+// installWebhook creates the controller's namespace and a webhook
+// configuration that calls the controller on 127.0.0.1, with the placeholder
+// CA bundle the chart ships: the controller's certificate keeper fills it.
+func installWebhook(ctx context.Context) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	webhookPort = l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: webhookConfig},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validate-image-cache.kubefledged.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				URL:      ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, webhook.Path)),
+				CABundle: []byte("Cg=="),
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha2.GroupVersion.Group}, APIVersions: []string{v1alpha2.GroupVersion.Version},
+					Resources: []string{"imagecaches"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: noWebhookLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](10),
+		}},
+	}
+	if err := k8s.Create(ctx, vwc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 func installCRD(ctx context.Context) error {
@@ -102,7 +166,13 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 	env(t)
 	o := commands.NewControllerOptions()
 	o.LeaderElect = false
-	o.Webhook.Enable = false
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	o.BindFlags(fs) // the webhook's defaults, as the binary has them
+	o.Webhook.Port = webhookPort
+	o.Webhook.CertDir = filepath.Join(sandbox.Get().Dir(), "webhook-certs")
+	o.Webhook.Namespace = controllerNamespace
+	o.Webhook.ConfigurationName = webhookConfig
+	o.Webhook.ExtraHosts = []string{"127.0.0.1"}
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Deadline.Value = 8 * time.Second
 	o.RefreshEvery.Value = 0
@@ -128,16 +198,41 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 		})
 	}
 	t.Cleanup(stop)
+	if o.Webhook.Enable {
+		waitWebhook(t)
+	}
 	return stop
 }
 
+// waitWebhook waits until the API server admits ImageCaches through the
+// controller's webhook: a dry-run create passes only once the webhook
+// answers over TLS that the configuration's bundle trusts.
+func waitWebhook(t *testing.T) {
+	t.Helper()
+	probe := newCache("default", "webhook-probe", list("nginx:1.27"))
+	NewWithT(t).Eventually(func() error {
+		return k8s.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+}
+
 // namespace creates a namespace for one test and deletes its caches (and
-// so, through owner references, their Jobs) at the end.
-func namespace(t *testing.T) string {
+// so, through owner references, their Jobs) at the end. The sandbox's own
+// nodes start each test holding no image: tests share them, and what one
+// test pulled would otherwise be already present in the next.
+func namespace(t *testing.T, labels ...string) string {
 	t.Helper()
 	env(t)
+	for i := 0; i < nodes; i++ {
+		if err := sandbox.Get().SetNodeImages(context.Background(), fmt.Sprintf("sandbox-node-%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ns := "e2e-" + rand.String(6)
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{}}}
+	for _, l := range labels {
+		obj.Labels[l] = "true"
+	}
+	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -222,6 +317,13 @@ func (l *jobLog) firstCreated() time.Time {
 		}
 	}
 	return first
+}
+
+// seen returns the Jobs seen since the last take.
+func (l *jobLog) seen() []batchv1.Job {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]batchv1.Job{}, l.jobs...)
 }
 
 // take returns "kind image node" for each Job seen, and resets the log.

@@ -1,0 +1,204 @@
+package imagecache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
+	"github.com/kubefledged/kube-fledged/internal/results"
+)
+
+// Backoff between retries of Job creates that failed for a reason that may
+// pass (a timeout, a conflict, throttling, a webhook that is down).
+const (
+	createBackoffMin = 500 * time.Millisecond
+	createBackoffMax = 10 * time.Second
+)
+
+// createRetry is a Job whose create failed for a reason that may pass.
+type createRetry struct {
+	// first is when its creates started failing: they are retried until
+	// the pull deadline from there, never longer.
+	first time.Time
+	last  error
+}
+
+// createJobs creates the Jobs of the operation that are not created yet, as
+// far as the pacing caps allow. Names are fixed, so AlreadyExists means an
+// earlier attempt succeeded. A create refused for good (a quota, an
+// admission policy, RBAC) settles its pair as failed with the API's answer
+// and frees its slot: today's refusal would be tomorrow's too, and a slot held
+// for it would keep other caches' Jobs off the node. Other errors are
+// retried, with backoff, until the pull deadline. It returns how long until
+// the next retry is due (0: none).
+func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) time.Duration {
+	key := client.ObjectKeyFromObject(cache)
+	now := r.Clock.Now()
+	if now.Before(op.retryAt) {
+		return op.retryAt.Sub(now)
+	}
+	var todo []int
+	waiting := false
+	for i, name := range op.names {
+		if _, ok := op.createdAt[name]; ok {
+			continue
+		}
+		if _, ok := op.settled[name]; ok {
+			continue
+		}
+		if _, ok := op.holding[name]; !ok {
+			if !r.limiter.TryAcquire(key, op.work[i].Node.Name) {
+				waiting = true
+				continue
+			}
+			op.holding[name] = op.work[i].Node.Name
+		}
+		todo = append(todo, i)
+	}
+	if !waiting {
+		r.limiter.Forget(key)
+	}
+	if len(todo) == 0 {
+		return 0
+	}
+	owner := jobs.Owner{Cache: cache, Operation: op.id}
+	errs := make([]error, len(todo))
+	_, _ = inParallel(len(todo), r.Config.CreateParallelism, func(k int) error {
+		job, err := jobs.Build(owner, op.work[todo[k]], r.Config.Jobs)
+		if err != nil {
+			err = buildError{err}
+		} else {
+			err = r.Client.Create(ctx, job)
+		}
+		if isAlreadyExists(err) {
+			err = nil
+		}
+		errs[k] = err
+		return err
+	})
+	now = r.Clock.Now()
+	var refused, retried int
+	var firstRefusal, firstRetry error
+	for k, i := range todo {
+		name := op.names[i]
+		err := errs[k]
+		if err == nil {
+			delete(op.retrying, name)
+			op.createdAt[name] = now
+			op.unseen[name] = true
+			if op.nextDeadline.IsZero() {
+				op.nextDeadline = now.Add(r.Config.Deadline)
+			}
+			metrics.JobsCreated.WithLabelValues(string(op.work[i].Kind)).Inc()
+			continue
+		}
+		o, final := r.createFailure(op, name, err, now)
+		if !final {
+			retried++
+			if firstRetry == nil {
+				firstRetry = err
+			}
+			continue // the slot stays held: the retry creates this very Job
+		}
+		refused++
+		if firstRefusal == nil {
+			firstRefusal = err
+		}
+		delete(op.retrying, name)
+		op.settled[name] = o
+		op.failedCreates++
+		observe(op.work[i].Kind, o)
+		if node, ok := op.holding[name]; ok {
+			delete(op.holding, name)
+			r.limiter.Release(key, node)
+		}
+	}
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	logger := log.FromContext(ctx)
+	if refused > 0 {
+		logger.Info("job creates refused; their pairs fail", "id", op.id, "refused", refused, "error", firstRefusal.Error())
+		r.Recorder.Event(cache, corev1.EventTypeWarning, "JobCreateRefused",
+			fmt.Sprintf("%d Job(s) refused by the API server, their images fail on their nodes: %v", refused, firstRefusal))
+	}
+	if retried == 0 {
+		op.backoff, op.retryAt = 0, time.Time{}
+		return 0
+	}
+	op.backoff = min(max(op.backoff*2, createBackoffMin), createBackoffMax)
+	wait := op.backoff
+	// Never past the deadline of the oldest failing create: it is settled then.
+	for _, rt := range op.retrying {
+		if d := rt.first.Add(r.Config.Deadline).Sub(now); d < wait {
+			wait = max(d, 0)
+		}
+	}
+	op.retryAt = now.Add(wait)
+	logger.Info("job creates failed; retrying", "id", op.id, "failed", retried, "in", wait.String(), "error", firstRetry.Error())
+	return max(wait, time.Millisecond)
+}
+
+// createFailure says what a failed create means for its pair: an outcome,
+// and whether it is final. A refusal is final at once; any other error once
+// creates have failed for as long as the pull deadline.
+func (r *Reconciler) createFailure(op *operation, name string, err error, now time.Time) (results.Outcome, bool) {
+	reason := string(apierrors.ReasonForError(err))
+	if errors.As(err, &buildError{}) {
+		return results.Outcome{State: results.Failed, Reason: "JobInvalid", Message: truncate(err.Error())}, true
+	}
+	if refusedForGood(err) {
+		return results.Outcome{State: results.Failed, Reason: nonEmpty(reason, "JobCreateRefused"),
+			Message: truncate("the API server refused the Job: " + err.Error())}, true
+	}
+	rt, ok := op.retrying[name]
+	if !ok {
+		rt.first = now
+	}
+	rt.last = err
+	op.retrying[name] = rt
+	if now.Sub(rt.first) < r.Config.Deadline {
+		return results.Outcome{}, false
+	}
+	return results.Outcome{State: results.Failed, Expired: true, Reason: nonEmpty(reason, "JobCreateFailed"),
+		Message: truncate(fmt.Sprintf("creating the Job failed for %s, the pull deadline: %v", r.Config.Deadline, err))}, true
+}
+
+// refusedForGood tells a refusal from an error that may pass. Quotas and
+// admission policies answer Forbidden (or Invalid, for a policy that says
+// so); a malformed object is Invalid or BadRequest. Timeouts, conflicts,
+// throttling, 5xx and network errors are retried.
+func refusedForGood(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsRequestEntityTooLargeError(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err)
+}
+
+// buildError is a Job we could not build: the same work would fail the same
+// way on every retry.
+type buildError struct{ error }
+
+func (e buildError) Unwrap() error { return e.error }
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// truncate bounds a message taken from the API: an admission webhook may
+// answer at any length, and it lands in the cache's status.
+func truncate(s string) string {
+	if len(s) <= results.MaxMessage {
+		return s
+	}
+	return s[:results.MaxMessage-3] + "..."
+}

@@ -1,0 +1,77 @@
+package imagecache_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// TestPurgeReachesEveryNode: a purge deletes the images from cordoned nodes
+// too (they still hold them); a NotReady node cannot be reached, so it is a
+// failure, never a "succesfully deleted"; a node that is not Linux never got
+// our images (our helpers are Linux binaries) and is skipped, with the
+// reason in the status. Delete Jobs carry the cache's pull secrets: the
+// helper image may sit in a private mirror.
+func TestPurgeReachesEveryNode(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	pool := "purge-" + rand.String(4)
+	sel := map[string]string{"pool": pool}
+	addNodes(t, g,
+		sandbox.NodeSpec{Name: pool + "-ok", Labels: sel},
+		sandbox.NodeSpec{Name: pool + "-cordoned", Labels: sel, Unschedulable: true},
+		sandbox.NodeSpec{Name: pool + "-notready", Labels: sel, NotReady: true},
+		sandbox.NodeSpec{Name: pool + "-windows", Labels: map[string]string{"pool": pool, corev1.LabelOSStable: "windows"}},
+	)
+	rec := recordJobs(t, ns)
+	runController(t, nil)
+	key := client.ObjectKey{Namespace: ns, Name: "purged"}
+	cache := newCache(ns, key.Name, withSelector(sel, "busybox:1.36"))
+	cache.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "mirror-cred"}}
+
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), cache)).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(rec.take()).To(ConsistOf("pull busybox:1.36 " + pool + "-ok"))
+	g.Expect(c.Status.SkippedNodes).To(ConsistOf(
+		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipCordoned, Count: 1, Nodes: []string{pool + "-cordoned"}},
+		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotReady, Count: 1, Nodes: []string{pool + "-notready"}},
+		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotLinux, Count: 1, Nodes: []string{pool + "-windows"}},
+	))
+
+	t1 := annotate(g, key, v1alpha2.PurgeAnnotation)
+	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Message).To(Equal(`Image deletion failed for some images. Please see "failures" section`))
+	g.Expect(c.Status.Failures["busybox:1.36"]).To(HaveLen(1))
+	g.Expect(c.Status.Failures["busybox:1.36"][0].Node).To(Equal(pool + "-notready"))
+	g.Expect(c.Status.Failures["busybox:1.36"][0].Reason).To(Equal("NodeNotReady"))
+	g.Expect(c.Status.SkippedNodes).To(ConsistOf(v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotLinux, Count: 1, Nodes: []string{pool + "-windows"}}))
+	deletes := rec.seen()
+	g.Expect(rec.take()).To(ConsistOf("delete busybox:1.36 "+pool+"-ok", "delete busybox:1.36 "+pool+"-cordoned"))
+	for _, j := range deletes {
+		pod := j.Spec.Template.Spec
+		g.Expect(pod.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "mirror-cred"}), j.Name)
+		g.Expect(pod.Tolerations).To(ConsistOf(corev1.Toleration{Operator: corev1.TolerationOpExists}), j.Name)
+	}
+
+	// A list that selects only Windows nodes has nothing to do, and says
+	// why in its condition.
+	t2 := tick()
+	windowsOnly := map[string]string{"pool": pool, corev1.LabelOSStable: "windows"}
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "windows", withSelector(windowsOnly, "busybox:1.36")))).To(Succeed())
+	c = final(t, g, client.ObjectKey{Namespace: ns, Name: "windows"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted))
+	g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady).Message).To(ContainSubstring("1 NotLinux"))
+	g.Expect(rec.take()).To(BeEmpty())
+}

@@ -1,0 +1,224 @@
+package imagecache_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// TestRefusedJobs: a Job create refused for good (a ResourceQuota allowing
+// no Job, an admission policy denying it) fails its (image, node) with the
+// API's answer, by the deadline at the latest, and frees its pacing slot: a
+// cache in another namespace, on the same nodes, still gets its Jobs.
+func TestRefusedJobs(t *testing.T) {
+	g := NewWithT(t)
+	quotaNS := namespace(t)
+	policyNS := namespace(t, "e2e.kubefledged.io/deny-jobs")
+	freeNS := namespace(t)
+	ctx := context.Background()
+
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: quotaNS, Name: "no-jobs"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/jobs.batch": resource.MustParse("0")}}}
+	g.Expect(k8s.Create(ctx, quota)).To(Succeed())
+	denyJobs(t, g, "e2e.kubefledged.io/deny-jobs")
+	// Both refusals are in force before the controller tries.
+	for _, ns := range []string{quotaNS, policyNS} {
+		g.Eventually(func() error {
+			return k8s.Create(ctx, probeJob(ns), client.DryRunAll)
+		}).WithTimeout(30 * time.Second).Should(Satisfy(func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }))
+	}
+
+	// One Job per node at a time: a slot held by a refused create would
+	// keep the free cache's Jobs off every node for good.
+	runController(t, func(o *commands.ControllerOptions) { o.MaxJobsPerNode.Value = 1 })
+	t0 := tick()
+	for _, ns := range []string{quotaNS, policyNS, freeNS} {
+		g.Expect(k8s.Create(ctx, newCache(ns, "refused", list("nginx:1.27", "redis:7.2")))).To(Succeed())
+	}
+	for _, tc := range []struct{ ns, reason, says string }{
+		{quotaNS, "Forbidden", "exceeded quota"},
+		{policyNS, "Invalid", "jobs are denied here"},
+	} {
+		c := final(t, g, client.ObjectKey{Namespace: tc.ns, Name: "refused"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), tc.ns)
+		g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
+		g.Expect(c.Status.Failures).To(HaveLen(2))
+		for img, l := range c.Status.Failures {
+			g.Expect(l).To(HaveLen(nodes), img)
+			for _, f := range l {
+				g.Expect(f.Reason).To(Equal(tc.reason), img)
+				g.Expect(f.Message).To(ContainSubstring(tc.says), img)
+			}
+		}
+		// Refused at once, not at the deadline (8 s).
+		g.Expect(c.Status.CompletionTime.Sub(c.Status.StartTime.Time)).To(BeNumerically("<", 8*time.Second))
+		hasEvent(g, tc.ns, "refused", "Warning", "JobCreateRefused", "")
+	}
+	c := final(t, g, client.ObjectKey{Namespace: freeNS, Name: "refused"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+}
+
+// denyJobs installs a ValidatingAdmissionPolicy, as Kyverno or Gatekeeper
+// users have, that denies every Job in namespaces carrying label.
+func denyJobs(t *testing.T, g Gomega, label string) {
+	name := "e2e-deny-jobs-" + rand.String(4)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+				}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "jobs are denied here (e2e policy)"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{label: "true"}}},
+		},
+	}
+	g.Expect(k8s.Create(context.Background(), policy)).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), binding)).To(Succeed())
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), binding)
+		_ = k8s.Delete(context.Background(), policy)
+	})
+}
+
+func probeJob(ns string) *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}}}}}
+}
+
+// TestStatusTooLarge: when the API server refuses the final status (here a
+// policy on status.failures stands for etcd's size limit), the cache still
+// ends: the failures list shrinks until it is taken, and failuresOmitted
+// counts the rest.
+func TestStatusTooLarge(t *testing.T) {
+	g := NewWithT(t)
+	label := "e2e.kubefledged.io/small-status"
+	ns := namespace(t, label)
+	name := "e2e-small-status-" + rand.String(4)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha2.GroupVersion.Group}, APIVersions: []string{v1alpha2.GroupVersion.Version},
+						Resources: []string{"imagecaches/status"}},
+				}}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!has(object.status.failures) || object.status.failures.map(k, size(object.status.failures[k])).sum() <= 4",
+				Reason:     ptr.To(metav1.StatusReasonRequestEntityTooLarge),
+				Message:    "the status is too large (an e2e policy standing for etcd's limit)",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}}},
+		},
+	}
+	g.Expect(k8s.Create(context.Background(), policy)).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), binding)).To(Succeed())
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), binding)
+		_ = k8s.Delete(context.Background(), policy)
+	})
+	runController(t, nil) // deadline 8s
+	key := client.ObjectKey{Namespace: ns, Name: "many-failures"}
+	var bad []string
+	for i := range 3 {
+		bad = append(bad, fmt.Sprintf("%smissing-%d:1", sandbox.FailPrefix, i))
+	}
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, list(bad...)))).To(Succeed())
+	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	kept := 0
+	for _, l := range c.Status.Failures {
+		kept += len(l)
+	}
+	g.Expect(kept).To(BeNumerically("<=", 4))
+	g.Expect(kept).To(BeNumerically(">", 0))
+	g.Expect(int(c.Status.FailuresOmitted)).To(Equal(3*nodes - kept))
+	g.Expect(c.Status.Counts.Failed).To(Equal(int32(3 * nodes)))
+	g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady).Message).To(ContainSubstring("left out of status.failures"))
+}
+
+// TestSpecTooLarge: a spec too large to be stored with its status is
+// handled without the webhook: the CRD's own rule refuses image lists over
+// its bound, and what the rule cannot see (huge selectors) the controller
+// declines, saying why, instead of running an operation whose status could
+// never be written.
+func TestSpecTooLarge(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t, noWebhookLabel)
+	rec := recordJobs(t, ns)
+	runController(t, nil)
+	ctx := context.Background()
+
+	// 3 lists of 220 images of about 380 characters: over the rule's 240 KiB.
+	var lists []v1alpha2.CacheSpecImages
+	for l := range 3 {
+		var imgs []string
+		for i := range 220 {
+			imgs = append(imgs, fmt.Sprintf("registry.example.com/%s/image-%d-%d:%s", strings.Repeat("a", 220), l, i, strings.Repeat("t", 128)))
+		}
+		lists = append(lists, v1alpha2.CacheSpecImages{Images: imgs})
+	}
+	err := k8s.Create(ctx, newCache(ns, "too-many-images", lists...))
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("the image references of all lists take over 240 KiB"))
+
+	// Few images, but a node selector of 300 KiB.
+	sel := map[string]string{}
+	for i := range 30 {
+		sel[fmt.Sprintf("example.com/%s-%d", strings.Repeat("k", 10000), i)] = "x"
+	}
+	t0 := tick()
+	g.Expect(k8s.Create(ctx, newCache(ns, "huge-selector", withSelector(sel, "nginx:1.27")))).To(Succeed())
+	c := final(t, g, client.ObjectKey{Namespace: ns, Name: "huge-selector"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
+	g.Expect(c.Status.Failures["(spec)"]).To(HaveLen(1))
+	g.Expect(c.Status.Failures["(spec)"][0].Reason).To(Equal("SpecTooLarge"))
+	g.Expect(c.Status.Failures["(spec)"][0].Message).To(ContainSubstring("over the limit of 256 KiB"))
+	hasEvent(g, ns, "huge-selector", "Warning", "SpecTooLarge", c.Status.Failures["(spec)"][0].Message)
+	// Declined once, not again and again.
+	done := c.Status.CompletionTime
+	g.Consistently(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+		g.Expect(c.Status.CompletionTime).To(Equal(done))
+	}).WithTimeout(3 * time.Second).Should(Succeed())
+	g.Expect(rec.take()).To(BeEmpty())
+}
