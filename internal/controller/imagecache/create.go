@@ -86,7 +86,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		return err
 	})
 	now = r.Clock.Now()
-	var refused, retried int
+	var refused, gaveUp, retried int
 	var firstRefusal, firstRetry error
 	for k, i := range todo {
 		name := op.names[i]
@@ -109,7 +109,11 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 			}
 			continue // the slot stays held: the retry creates this very Job
 		}
-		refused++
+		if o.Expired {
+			gaveUp++
+		} else {
+			refused++
+		}
 		if firstRefusal == nil {
 			firstRefusal = err
 		}
@@ -124,10 +128,16 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	logger := log.FromContext(ctx)
+	if refused+gaveUp > 0 {
+		logger.Info("job creates failed for good; their pairs fail", "id", op.id, "refused", refused, "gaveUp", gaveUp, "error", firstRefusal.Error())
+	}
 	if refused > 0 {
-		logger.Info("job creates refused; their pairs fail", "id", op.id, "refused", refused, "error", firstRefusal.Error())
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "JobCreateRefused",
 			fmt.Sprintf("%d Job(s) refused by the API server, their images fail on their nodes: %v", refused, firstRefusal))
+	}
+	if gaveUp > 0 {
+		r.Recorder.Event(cache, corev1.EventTypeWarning, "JobCreateFailed",
+			fmt.Sprintf("%d Job(s) could not be created within the pull deadline, their images fail on their nodes: %v", gaveUp, firstRefusal))
 	}
 	if retried == 0 {
 		op.backoff, op.retryAt = 0, time.Time{}

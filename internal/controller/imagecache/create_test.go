@@ -104,7 +104,7 @@ func TestJobCreateErrors(t *testing.T) {
 		},
 		events: func(err error) []string {
 			return []string{
-				fmt.Sprintf("Warning JobCreateRefused 1 Job(s) refused by the API server, their images fail on their nodes: %v", err),
+				fmt.Sprintf("Warning JobCreateFailed 1 Job(s) could not be created within the pull deadline, their images fail on their nodes: %v", err),
 				"Warning ImageCacheCreate " + v1alpha2.ImageCacheMessageImagePullFailedForSomeImages,
 			}
 		},

@@ -26,7 +26,6 @@ func TestSpecTooLarge(t *testing.T) {
 		name  string
 		spec  func(l *v1alpha2.CacheSpecImages)
 		later func(h *harness)
-		bug   string
 	}{{
 		name: "huge node selector values",
 		spec: func(l *v1alpha2.CacheSpecImages) { l.NodeSelector = map[string]string{"pool": huge} },
@@ -44,18 +43,11 @@ func TestSpecTooLarge(t *testing.T) {
 			h.advance(time.Minute)
 			h.addNode(node("b", h.joinedNow))
 		},
-		// newNodes finds b new at every reconcile: the declined
-		// new-node operation never records b as covered, so each
-		// reconcile declines again, writing the status (reason
-		// ImageCacheNewNodes, times moved) and a Warning Event.
-		bug: "a declined cache declines again at every reconcile once a node joins; " +
-			"fix: newNodes returns nothing while specTooLarge(&cache.Spec) != \"\"",
+		// A node joining must not make a declined cache decline again
+		// (as a new-node operation) at every reconcile.
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.bug != "" {
-				t.Skip("BUG: " + tt.bug)
-			}
 			g := NewWithT(t)
 			c := imageCache("c", img)
 			tt.spec(&c.Spec.CacheSpec[0])

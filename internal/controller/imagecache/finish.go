@@ -49,7 +49,16 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 
 	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
 	var end ending
-	err := r.writeStatus(ctx, key, op.uid, func(st *v1alpha2.ImageCacheStatus, limit int) {
+	// How many failures the status may hold at first; a new-node
+	// operation's are merged with those already there.
+	failures := MaxFailures
+	if whole == nil {
+		failures = 0
+		for _, l := range op.final.summary.Failures {
+			failures += len(l)
+		}
+	}
+	err := r.writeStatus(ctx, key, op.uid, failures, func(st *v1alpha2.ImageCacheStatus, limit int) {
 		end = r.finalStatus(st, op, whole, limit)
 	})
 	if apierrors.IsNotFound(err) {
@@ -192,10 +201,11 @@ func wholeCounts(p *plan.Plan, failures map[string]v1alpha2.NodeReasonMessageLis
 // writeStatus writes a cache's status with set applied to a fresh read,
 // retrying conflicts. When the API server refuses the object for good (too
 // large for etcd, or a policy on its size), set is applied again with half
-// as many failures, down to none, with failuresOmitted counting the rest: a
-// status that cannot be written would leave the cache Processing for ever.
-func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, uid types.UID, set func(st *v1alpha2.ImageCacheStatus, limit int)) error {
-	for limit := MaxFailures; ; limit /= 2 {
+// as many of the failures (about that many new ones) as the last try, down
+// to none, with failuresOmitted counting the rest: a status that cannot be
+// written would leave the cache Processing for ever.
+func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, uid types.UID, failures int, set func(st *v1alpha2.ImageCacheStatus, limit int)) error {
+	for limit := min(MaxFailures, failures); ; limit /= 2 {
 		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 			fresh := &v1alpha2.ImageCache{}
 			if err := r.APIReader.Get(ctx, key, fresh); err != nil {
@@ -233,7 +243,7 @@ func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, ki
 	if kind == plan.Purge {
 		msg = v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages
 	}
-	err := r.writeStatus(ctx, client.ObjectKeyFromObject(cache), cache.UID, func(st *v1alpha2.ImageCacheStatus, _ int) {
+	err := r.writeStatus(ctx, client.ObjectKeyFromObject(cache), cache.UID, 1, func(st *v1alpha2.ImageCacheStatus, _ int) {
 		now := metav1.NewTime(r.Clock.Now())
 		st.Status, st.Reason, st.Message = v1alpha2.ImageCacheActionStatusFailed, string(kind), msg
 		st.Failures = map[string]v1alpha2.NodeReasonMessageList{"(spec)": {{Node: "(all nodes)", Reason: reason, Message: why}}}

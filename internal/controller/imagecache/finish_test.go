@@ -50,16 +50,16 @@ func TestFinalStatusTooLarge(t *testing.T) {
 	}{{
 		name:         "request entity too large",
 		fault:        fault{err: tooMany(apierrors.NewRequestEntityTooLargeError("limit is 3145728"))},
-		wantFailures: 6, wantOmitted: 24,
+		wantFailures: 7, wantOmitted: 23,
 	}, {
 		name: "invalid: a policy on the object's size",
 		fault: fault{err: tooMany(apierrors.NewInvalid(gk, "c", field.ErrorList{
 			field.TooMany(field.NewPath("status", "failures"), 30, room)}))},
-		wantFailures: 6, wantOmitted: 24,
+		wantFailures: 7, wantOmitted: 23,
 	}, {
 		name:         "etcd's own limit, an internal error",
 		fault:        fault{err: tooMany(apierrors.NewInternalError(errors.New("etcdserver: request is too large")))},
-		wantFailures: 6, wantOmitted: 24,
+		wantFailures: 7, wantOmitted: 23,
 	}, {
 		name: "a timeout is retried with every failure",
 		fault: fault{n: 1, err: func(obj client.Object) error {

@@ -43,12 +43,13 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 	if op.final != nil {
 		return r.finish(ctx, cache, op)
 	}
+	// Settling may have freed slots for this very operation; a create
+	// being retried has its own time.
+	if op.counts.Waiting > 0 && op.counts.InFlight == 0 && retry == 0 {
+		next = 0
+	}
 	if retry > 0 && (next == 0 || retry < next) {
 		next = retry
-	}
-	// Settling may have freed slots for this very operation.
-	if op.counts.Waiting > 0 && op.counts.InFlight == 0 {
-		next = 0
 	}
 	wait, err := r.writeProgress(ctx, cache, op)
 	if err != nil {
