@@ -413,6 +413,15 @@ func (s *Sandbox) startAPIServer(ctx context.Context) error {
 			// The default reconciler keeps trying to publish 127.0.0.1 as the endpoint of
 			// the "kubernetes" Service, which validation refuses (loopback), every 10 s.
 			"--endpoint-reconciler-type=none",
+			// Webhook, CRD conversion and aggregated-API Services resolve to a ready
+			// endpoint's IP instead of the cluster IP, which nothing here (no kube-proxy)
+			// answers: the call reaches a real pod, or fails at once inside the apiserver
+			// ("no endpoints available") instead of leaving the machine and timing out.
+			// Admission webhooks get the same resolver: k8s.io/kubernetes v1.35.4
+			// cmd/kube-apiserver/app/server.go (buildServiceResolver) hands it to
+			// pkg/controlplane/apiserver/admission/config.go (webhook plugin initializer);
+			// the lookup is k8s.io/apiserver pkg/util/proxy/proxy.go, ResolveEndpoint.
+			"--enable-aggregator-routing=true",
 		}, nil
 	}, func(ctx context.Context, p []int) (bool, error) {
 		body, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
