@@ -9,6 +9,10 @@
 // node.kubernetes.io/not-ready and the scheduler keeps new pods off them. Without it kwok
 // would happily run a Job pinned to a "NotReady" node, and tests of node-readiness handling
 // would pass for the wrong reason.
+//
+// The addresses a cluster would answer but the sandbox does not (cluster IPs, kwok's pod
+// IPs, fake nodes' kubelets) fail on this machine, at once, instead of leaving it and
+// timing out: see netiso.go.
 package sandbox
 
 import (
@@ -81,6 +85,9 @@ type Options struct {
 	// heartbeat overrides defaultHeartbeat (minimum 1.1 s); the package's own tests
 	// shorten it to watch heartbeats happen.
 	heartbeat time.Duration
+	// hostNet overrides the host's shared unreachable routes (netiso.go): the package's
+	// own tests count holders of routes for ranges of their own.
+	hostNet *hostNet
 }
 
 // Sandbox is a running control plane. Its methods are safe for concurrent use.
@@ -102,6 +109,8 @@ type Sandbox struct {
 	stopHooks []func()
 
 	nodeSeq   int           // fake nodes created so far, for their InternalIPs
+	netLease  *netLease     // share in the host's unreachable routes; nil without them
+	netErr    error         // why some or all of those routes are missing
 	startedIn time.Duration // how long Start took, for the package's own figures
 	stopOnce  sync.Once
 	stopErr   error
@@ -129,6 +138,13 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 	if s.binDir, err = resolveBinDir(o.BinDir); err != nil {
 		return nil, err
 	}
+	// Before any process: from the apiserver's first webhook call on, an address nobody
+	// here answers must fail on this machine.
+	hn := o.hostNet
+	if hn == nil {
+		hn = defaultHostNet()
+	}
+	s.netLease, s.netErr = hn.acquire()
 	if o.Dir == "" {
 		if s.dir, err = os.MkdirTemp("", "kubefledged-sandbox-"); err != nil {
 			return nil, err
@@ -269,6 +285,11 @@ func (s *Sandbox) Stop() error {
 		wg.Wait()
 		for _, p := range etcd {
 			p.stop(stopGrace)
+		}
+		// A failure to take the routes down is only logged: they turn away addresses
+		// nothing here answers, and the next sandbox to start or stop retries.
+		if err := s.netLease.release(); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox: removing the unreachable routes: %v\n", err)
 		}
 		if s.removeDir && s.dir != "" {
 			s.stopErr = os.RemoveAll(s.dir)
