@@ -125,7 +125,7 @@ func down(args []string) error {
 	pid, err := readPid(pidPath)
 	if errors.Is(err, os.ErrNotExist) {
 		fmt.Println("no sandbox running in", *dir)
-		return nil
+		return cleanRoutes()
 	}
 	if err != nil {
 		return err
@@ -136,7 +136,7 @@ func down(args []string) error {
 		// Left by an up that was killed outright; a stale ready would mislead the next wait.
 		_ = os.Remove(pidPath)
 		_ = os.Remove(filepath.Join(*dir, "ready"))
-		return nil
+		return cleanRoutes()
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return err
@@ -152,6 +152,16 @@ func down(args []string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	fmt.Println("sandbox stopped")
+	return cleanRoutes()
+}
+
+// cleanRoutes takes down the sandbox's unreachable routes if no sandbox is left to hold
+// them: an up killed outright (above, or before down ran) could not release its share, and
+// after `make sandbox-down` no test may start to notice.
+func cleanRoutes() error {
+	if err := sandbox.CleanStaleRoutes(); err != nil {
+		return fmt.Errorf("removing the sandbox's unreachable routes: %w", err)
+	}
 	return nil
 }
 
