@@ -20,6 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	runHolderIfAsked()
 	// A short heartbeat so the tests below see several heartbeats within seconds.
 	Main(m, Options{Nodes: 2, heartbeat: 1200 * time.Millisecond})
 }
@@ -344,8 +345,18 @@ func TestSecondSandboxAndPullDelay(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	begin := time.Now()
-	s2, err := Start(ctx, Options{Nodes: 1, PullDelay: 1500 * time.Millisecond})
+	// Its routes are counted apart from the host's, on a range of its own, so that its
+	// Stop can be seen to remove them while the shared sandbox keeps the real ones.
+	if os.Geteuid() == 0 {
+		exclusiveRanges(t, secondSandboxCIDR)
+	}
+	hn := &hostNet{lockPath: filepath.Join(t.TempDir(), "lock"), statePath: filepath.Join(t.TempDir(), "state.json"), cidrs: []string{secondSandboxCIDR}}
+	s2, err := Start(ctx, Options{Nodes: 1, PullDelay: 1500 * time.Millisecond, hostNet: hn})
 	g.Expect(err).NotTo(HaveOccurred())
+	withRoutes := os.Geteuid() == 0 && s2.netLease != nil && s2.netErr == nil
+	if withRoutes {
+		g.Expect(ourRoute(t, secondSandboxCIDR)).To(BeTrue(), "the route is there while the sandbox runs")
+	}
 	t.Logf("second sandbox started in %s", time.Since(begin).Round(time.Millisecond))
 	stopped := false
 	defer func() {
@@ -391,6 +402,9 @@ func TestSecondSandboxAndPullDelay(t *testing.T) {
 	}
 	_, err = os.Stat(dir)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "temp dir removed")
+	if withRoutes {
+		g.Expect(ourRoute(t, secondSandboxCIDR)).To(BeFalse(), "the last sandbox to stop removes the route")
+	}
 	// The shared sandbox is untouched.
 	_, err = clientFor(t, Get()).CoreV1().Nodes().Get(ctx, "sandbox-node-0", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
