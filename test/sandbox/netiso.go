@@ -128,7 +128,20 @@ func (h *hostNet) acquire() (*netLease, error) {
 	}
 	var errs []error
 	for _, cidr := range h.cidrs {
-		if err := addRoute(cidr); err != nil {
+		err := addRoute(cidr)
+		if errors.Is(err, errNoPrivilege) {
+			// Root without CAP_NET_ADMIN (a default container): no range will fare better,
+			// and a holder of nothing would only make Stop fail to remove nothing.
+			st.Holders = st.Holders[:len(st.Holders)-1]
+			if len(st.Holders) > 0 {
+				_ = h.writeState(st)
+			} else {
+				_ = os.Remove(h.statePath)
+			}
+			warnOnce("privilege", "no unreachable routes for %s (%v): calls to Service, pod or node addresses with no local endpoint may leave this machine; webhooks and aggregated APIs still fail at once without endpoints (--enable-aggregator-routing)", strings.Join(h.cidrs, ", "), err)
+			return nil, err
+		}
+		if err != nil {
 			errs = append(errs, err)
 			warnOnce("route "+cidr, "no unreachable route for %s: %v: connections to it may leave this machine", cidr, err)
 		}

@@ -348,7 +348,7 @@ func TestSecondSandboxAndPullDelay(t *testing.T) {
 	// Its routes are counted apart from the host's, on a range of its own, so that its
 	// Stop can be seen to remove them while the shared sandbox keeps the real ones.
 	if os.Geteuid() == 0 {
-		exclusiveRanges(t, secondSandboxCIDR)
+		_ = exclusiveRanges(t, secondSandboxCIDR)
 	}
 	hn := &hostNet{lockPath: filepath.Join(t.TempDir(), "lock"), statePath: filepath.Join(t.TempDir(), "state.json"), cidrs: []string{secondSandboxCIDR}}
 	s2, err := Start(ctx, Options{Nodes: 1, PullDelay: 1500 * time.Millisecond, hostNet: hn})
