@@ -18,8 +18,9 @@ import (
 // Nothing on this machine answers the sandbox's Service, fake pod or fake node addresses:
 // there is no kube-proxy, kwok's pod IPs are only words in pod status, and no kubelet
 // listens on a fake node's InternalIP. Left alone, a connection to one of them follows the
-// default route off the machine and fails, if at all, only after a timeout — which is
-// what made every write under a ValidatingWebhookConfiguration take 10 s and fail.
+// default route off the machine and fails only after a timeout (every write under a
+// ValidatingWebhookConfiguration took its 10 s), or talks to whatever answers out there: a
+// machine behind a transparent proxy fails it in the proxy's TLS handshake instead.
 //
 // Two protections keep such calls local. The apiserver resolves webhook, CRD conversion
 // and aggregated-API Services to endpoint IPs (--enable-aggregator-routing, see
