@@ -1,0 +1,97 @@
+package main
+
+// The whole program is tested in test/dockerfile, which builds the image;
+// these are the parts that can go wrong without a build.
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A layer depends on its entries alone: not on their order, nor on the
+// times of the files it copies.
+func TestLayerIsReproducible(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "watches.yaml")
+	if err := os.WriteFile(src, []byte("- kind: KubeFledged\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	epoch := time.Unix(1700000000, 0).UTC()
+	entries := []entry{
+		{name: "/opt/kubefledged/watches.yaml", mode: 0o644, src: src},
+		{name: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0::/:\n")},
+		{name: "/tmp", dir: true, mode: 0o1777},
+	}
+	first, err := layer(filepath.Join(dir, "1.tar"), epoch, entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(src, time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(entries)
+	second, err := layer(filepath.Join(dir, "2.tar"), epoch, entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, err := first.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := second.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1 != d2 {
+		t.Errorf("one set of entries gave two layers, %s and %s", d1, d2)
+	}
+
+	rc, err := first.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var names []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if !h.ModTime.Equal(epoch) || h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s: time %s, owner %d:%d; want %s and root", h.Name, h.ModTime, h.Uid, h.Gid, epoch)
+		}
+		if h.Name == "tmp/" && h.Mode != 0o1777 {
+			t.Errorf("tmp/: mode %o, want 1777", h.Mode)
+		}
+	}
+	want := []string{"etc/", "etc/passwd", "opt/", "opt/kubefledged/", "opt/kubefledged/watches.yaml", "tmp/"}
+	if !slices.Equal(names, want) {
+		t.Errorf("entries %q, want %q (sorted, with their parents)", names, want)
+	}
+}
+
+func TestParsePlatforms(t *testing.T) {
+	got, err := parsePlatforms("linux/amd64, linux/arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []platform{{"linux", "amd64"}, {"linux", "arm64"}}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"linux/arm/v7", "darwin/arm64", "linux/", "linux/amd64,linux/amd64", ""} {
+		if _, err := parsePlatforms(bad); err == nil {
+			t.Errorf("parsePlatforms(%q) accepted it", bad)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+// Command image builds kube-fledged's multi-platform container image without
+// a Docker engine:
+//
+//	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm64] [-digest-file FILE]
+//
+// `make image` (hack/image.mk) runs it. The dev
+// machines and CI have no Docker engine and cannot pull gcr.io's distroless
+// base, so the image is put together from scratch with go-containerregistry,
+// to the same shape as the Dockerfile's (test/dockerfile holds the two
+// together): the static binary at /kubefledged, watches.yaml and the chart in
+// the working directory /opt/kubefledged, user 65532, and, standing in for
+// the distroless base, the few files of it the product relies on.
+//
+// Why not ko, which does much of this: ko would be one more pinned tool to
+// build from the module proxy, while go-containerregistry (on which ko itself
+// is built) is already in go.mod; and ko's image shape is its own (the binary
+// under /ko-app/, data under /var/run/ko/, its own base image to pull), not
+// this one, where the Jobs call /kubefledged by absolute path and the
+// operator finds watches.yaml in its working directory.
+//
+// Two builds of one commit give one index digest: every timestamp is the
+// commit's, tar entries are sorted with fixed owners and modes, and the
+// chart files and their modes come from git rather than from the checkout's
+// umask.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  image build -out DIR -version VERSION [-ref IMG] [-platforms LIST] [-digest-file FILE]
+`)
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// The first interrupt stops the go builds and cleans up; a second one,
+	// with the default handling back, stops the program outright.
+	go func() { <-ctx.Done(); stop() }()
+	var err error
+	switch os.Args[1] {
+	case "build":
+		err = buildCommand(ctx, os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "image: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func buildCommand(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("build", flag.ExitOnError)
+	out := fs.String("out", "", "the OCI layout directory to write (replaced if it exists)")
+	version := fs.String("version", "", "the release version, as `kubefledged version` reports it (v0.11.0)")
+	ref := fs.String("ref", "", "the image reference to name the index by in the layout's index.json (optional)")
+	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch pairs")
+	digestFile := fs.String("digest-file", "", "a file to write the index digest to (optional)")
+	_ = fs.Parse(args)
+	if *out == "" || *version == "" || fs.NArg() != 0 {
+		usage()
+	}
+	plats, err := parsePlatforms(*platforms)
+	if err != nil {
+		return err
+	}
+	digest, err := build(ctx, buildOptions{
+		out: *out, version: *version, ref: *ref, platforms: plats,
+	})
+	if err != nil {
+		return err
+	}
+	if *digestFile != "" {
+		if err := os.WriteFile(*digestFile, []byte(digest+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	// Alone on stdout, so that a script can take it with $(...).
+	fmt.Println(digest)
+	return nil
+}
+
+func parsePlatforms(list string) ([]platform, error) {
+	var out []platform
+	seen := map[platform]bool{}
+	for _, s := range strings.Split(list, ",") {
+		parts := strings.Split(strings.TrimSpace(s), "/")
+		// Variants (linux/arm/v7) would need GOARM and a variant in the
+		// index; nothing asks for them.
+		if len(parts) != 2 || parts[0] != "linux" || parts[1] == "" {
+			return nil, fmt.Errorf("platform %q: want linux/ARCH", s)
+		}
+		p := platform{os: parts[0], arch: parts[1]}
+		if seen[p] {
+			return nil, fmt.Errorf("platform %s given twice", p)
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
