@@ -81,6 +81,23 @@ func TestLayerIsReproducible(t *testing.T) {
 	}
 }
 
+func TestIsLocal(t *testing.T) {
+	for registry, want := range map[string]bool{
+		"127.0.0.1:5000":         true,
+		"127.0.0.1":              true,
+		"localhost:5000":         true,
+		"[::1]:5000":             true,
+		"[::1]":                  true,
+		"ghcr.io":                false,
+		"10.0.0.5:5000":          false, // go-containerregistry's own rule covers private addresses
+		"localhost.example:5000": false,
+	} {
+		if got := isLocal(registry); got != want {
+			t.Errorf("isLocal(%q) = %v, want %v", registry, got, want)
+		}
+	}
+}
+
 func TestParsePlatforms(t *testing.T) {
 	got, err := parsePlatforms("linux/amd64, linux/arm64")
 	if err != nil {

@@ -1,9 +1,10 @@
-// Command image builds kube-fledged's multi-platform container image without
-// a Docker engine:
+// Command image builds kube-fledged's multi-platform container image, and
+// pushes it, without a Docker engine:
 //
 //	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm64] [-digest-file FILE]
+//	go run ./hack/image push -layout DIR [-insecure] IMG
 //
-// `make image` (hack/image.mk) runs it. The dev
+// `make image` and `make image-push` (hack/image.mk) run it. The dev
 // machines and CI have no Docker engine and cannot pull gcr.io's distroless
 // base, so the image is put together from scratch with go-containerregistry,
 // to the same shape as the Dockerfile's (test/dockerfile holds the two
@@ -36,6 +37,7 @@ import (
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   image build -out DIR -version VERSION [-ref IMG] [-platforms LIST] [-digest-file FILE]
+  image push -layout DIR [-insecure] IMG
 `)
 	os.Exit(2)
 }
@@ -52,6 +54,8 @@ func main() {
 	switch os.Args[1] {
 	case "build":
 		err = buildCommand(ctx, os.Args[2:])
+	case "push":
+		err = pushCommand(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -89,6 +93,22 @@ func buildCommand(ctx context.Context, args []string) error {
 	}
 	// Alone on stdout, so that a script can take it with $(...).
 	fmt.Println(digest)
+	return nil
+}
+
+func pushCommand(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("push", flag.ExitOnError)
+	dir := fs.String("layout", "", "the OCI layout `image build` wrote")
+	insecure := fs.Bool("insecure", false, "allow plain HTTP to the registry (always allowed for localhost and loopback addresses)")
+	_ = fs.Parse(args)
+	if *dir == "" || fs.NArg() != 1 {
+		usage()
+	}
+	pushed, err := push(ctx, *dir, fs.Arg(0), *insecure)
+	if err != nil {
+		return err
+	}
+	fmt.Println(pushed)
 	return nil
 }
 
