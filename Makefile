@@ -167,3 +167,4 @@ include hack/olm.mk
 include hack/realnode.mk
 # Long fault-injection runs.
 include hack/chaos.mk
+include hack/image.mk
