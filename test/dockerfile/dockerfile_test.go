@@ -3,7 +3,8 @@
 // directories, one per stage, so that the Go build sees only the files the
 // image build would see, then checks what the last stage holds: the entry
 // point, a static binary whose subcommands run, and watches.yaml and the
-// chart where the operator looks for them by default.
+// chart where the operator looks for them by default. image_test.go holds
+// `make image`, which builds the image without Docker, to the same file.
 package dockerfile_test
 
 import (
@@ -294,6 +295,7 @@ func makeVersion(t *testing.T) string {
 var subcommands = []string{"operator", "controller", "copy-self", "cri-rmi", "exit", "version"}
 
 func TestDockerfile(t *testing.T) {
+	requireGo(t)
 	img := play(t, filepath.Join(repo, "Dockerfile"), map[string]string{
 		"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH,
 	})
@@ -421,6 +423,10 @@ func TestDockerfile(t *testing.T) {
 				t.Errorf("watch %s: no chart loaded", w.GroupVersionKind)
 			}
 		}
+	})
+
+	t.Run("make image builds this image without Docker", func(t *testing.T) {
+		checkImageAgrees(t, last)
 	})
 
 	t.Run("only what the image needs is copied", func(t *testing.T) {
