@@ -32,7 +32,10 @@ const (
 // the product relies on: the nonroot user and group (65532), so that names
 // resolve and runAsNonRoot sees a numeric user; its home, where Helm keeps
 // its caches; and a /tmp anyone can write, where controller-runtime keeps
-// the webhook's certificates when no volume is mounted there.
+// the webhook's certificates when no volume is mounted there. Left out: its
+// CA bundle and zone data, as the binary talks only to the API server
+// (whose CA comes with the service account) and to the CRI socket, and
+// loads no time zones.
 const (
 	nonrootUID = 65532
 	homeDir    = "/home/nonroot"
