@@ -79,17 +79,24 @@ func TestRefusedJobs(t *testing.T) {
 // denyJobs installs a ValidatingAdmissionPolicy, as Kyverno or Gatekeeper
 // users have, that denies every Job in namespaces carrying label.
 func denyJobs(t *testing.T, g Gomega, label string) {
-	name := "e2e-deny-jobs-" + rand.String(4)
+	installPolicy(t, g, label, admissionregistrationv1.Create,
+		admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+		admissionregistrationv1.Validation{Expression: "false", Message: "jobs are denied here (e2e policy)"})
+}
+
+// installPolicy installs a ValidatingAdmissionPolicy with one validation
+// for one operation on rule's resources, bound to the namespaces carrying
+// label, and removes it at the test's end.
+func installPolicy(t *testing.T, g Gomega, label string, op admissionregistrationv1.OperationType, rule admissionregistrationv1.Rule, v admissionregistrationv1.Validation) {
+	name := "e2e-policy-" + rand.String(6)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
-				}}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "jobs are denied here (e2e policy)"}},
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{op}, Rule: rule},
+			}}},
+			Validations: []admissionregistrationv1.Validation{v},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -123,37 +130,14 @@ func TestStatusTooLarge(t *testing.T) {
 	g := NewWithT(t)
 	label := "e2e.kubefledged.io/small-status"
 	ns := namespace(t, label)
-	name := "e2e-small-status-" + rand.String(4)
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha2.GroupVersion.Group}, APIVersions: []string{v1alpha2.GroupVersion.Version},
-						Resources: []string{"imagecaches/status"}},
-				}}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(object.status.failures) || object.status.failures.map(k, size(object.status.failures[k])).sum() <= 4",
-				Reason:     ptr.To(metav1.StatusReasonRequestEntityTooLarge),
-				Message:    "the status is too large (an e2e policy standing for etcd's limit)",
-			}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}}},
-		},
-	}
-	g.Expect(k8s.Create(context.Background(), policy)).To(Succeed())
-	g.Expect(k8s.Create(context.Background(), binding)).To(Succeed())
-	t.Cleanup(func() {
-		_ = k8s.Delete(context.Background(), binding)
-		_ = k8s.Delete(context.Background(), policy)
-	})
+	installPolicy(t, g, label, admissionregistrationv1.Update,
+		admissionregistrationv1.Rule{APIGroups: []string{v1alpha2.GroupVersion.Group}, APIVersions: []string{v1alpha2.GroupVersion.Version},
+			Resources: []string{"imagecaches/status"}},
+		admissionregistrationv1.Validation{
+			Expression: "!has(object.status.failures) || object.status.failures.map(k, size(object.status.failures[k])).sum() <= 4",
+			Reason:     ptr.To(metav1.StatusReasonRequestEntityTooLarge),
+			Message:    "the status is too large (an e2e policy standing for etcd's limit)",
+		})
 	runController(t, nil) // deadline 8s
 	key := client.ObjectKey{Namespace: ns, Name: "many-failures"}
 	var bad []string
