@@ -83,6 +83,14 @@ FUZZ_TARGETS = ./internal/images:FuzzNormalize ./internal/results:FuzzAtDeadline
 	./internal/results:FuzzSettle ./internal/webhook:FuzzAdmissionDecode \
 	./internal/operator:FuzzTranslate ./internal/jobs:FuzzNames
 
+# The packages that need no sandbox: the pure decisions, the reconciler on a
+# fake client, the webhook's rules, the commands. The inner loop.
+UNIT_PKGS = $$(go list ./... | grep -v -E '/test/|/e2e(/|$$)')
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (no sandbox, no tools): seconds, for the inner loop.
+	go test -count=1 $(UNIT_PKGS)
+
 .PHONY: fuzz
 fuzz: ## Short fuzz runs of the parsers and decoders.
 	@for t in $(FUZZ_TARGETS); do \
