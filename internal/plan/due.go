@@ -71,7 +71,10 @@ func Due(c *v1alpha2.ImageCache, t Timing) (op Operation, due bool, after time.D
 	case st.CompletionTime != nil:
 		last = st.CompletionTime.Time
 	}
-	if last.Before(t.Started) {
+	// Status times have whole seconds: a refresh that ended in the second
+	// the controller started would otherwise look older than the start, and
+	// run again until the clock reached the next second.
+	if last.Before(t.Started.Truncate(time.Second)) {
 		return Refresh, true, 0
 	}
 	next := last.Add(t.RefreshEvery)

@@ -215,6 +215,7 @@ func TestDue(t *testing.T) {
 		want      Operation
 		wantDue   bool
 		wantAfter time.Duration
+		startedAt time.Duration // when the controller started, counted from `started`
 	}{
 		{name: "new cache is created", cache: v1alpha2.ImageCache{}, want: Create, wantDue: true},
 		{name: "purge annotation wins over refresh", want: Purge, wantDue: true, cache: v1alpha2.ImageCache{
@@ -251,11 +252,16 @@ func TestDue(t *testing.T) {
 		{name: "no periodic refresh after a purge", now: time.Hour, every: time.Minute, cache: v1alpha2.ImageCache{
 			ObjectMeta: metav1.ObjectMeta{Generation: 1},
 			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", Reason: string(Purge), ObservedGeneration: 1, CompletionTime: at(time.Minute)}}},
+		{name: "a refresh that ended in the second of the start is not run again", now: 900 * time.Millisecond, every: 10 * time.Minute,
+			wantAfter: 10*time.Minute - 900*time.Millisecond, startedAt: 600 * time.Millisecond, cache: v1alpha2.ImageCache{
+				ObjectMeta: metav1.ObjectMeta{Generation: 1},
+				Status: v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior,
+					RefreshedTime: at(0), CompletionTime: at(0)}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := NewWithT(t)
-			op, due, after := Due(&c.cache, Timing{Now: started.Add(c.now), Started: started, RefreshEvery: c.every})
+			op, due, after := Due(&c.cache, Timing{Now: started.Add(c.now), Started: started.Add(c.startedAt), RefreshEvery: c.every})
 			g.Expect(due).To(Equal(c.wantDue))
 			g.Expect(op).To(Equal(c.want))
 			g.Expect(after).To(Equal(c.wantAfter))
