@@ -52,7 +52,7 @@ func Due(c *v1alpha2.ImageCache, t Timing) (op Operation, due bool, after time.D
 	case st.Status == v1alpha2.ImageCacheActionStatusAborted && st.ProcessedSpec == nil && st.Reason != string(Purge):
 		// Aborted before any operation had finished: the create runs again.
 		return Create, true, 0
-	case c.Generation != st.ObservedGeneration:
+	case c.Generation != st.ObservedGeneration && !ByOriginal(st):
 		return Update, true, 0
 	case refresh || st.Status == v1alpha2.ImageCacheActionStatusAborted:
 		return Refresh, true, 0
@@ -82,4 +82,17 @@ func Due(c *v1alpha2.ImageCache, t Timing) (op Operation, due bool, after time.D
 		return Refresh, true, 0
 	}
 	return "", false, next.Sub(t.Now)
+}
+
+// ByOriginal says whether the status was last written by the original
+// kube-fledged, which recorded no observedGeneration; every operation of
+// ours that ends records one, and a running one is never passed to Due. Its
+// CRD had no status subresource, so each of its status writes bumped
+// metadata.generation: that a cache's generation is ahead says nothing of
+// its spec, which the original acted on as it stands (a spec edit ran an
+// update). Taking such a cache over is then not an update of unknown
+// extent but what the original would do next: the refresh at start-up, or
+// nothing after a purge.
+func ByOriginal(st v1alpha2.ImageCacheStatus) bool {
+	return st.Status != "" && st.ObservedGeneration == 0
 }

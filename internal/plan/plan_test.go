@@ -257,6 +257,20 @@ func TestDue(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Generation: 1},
 				Status: v1alpha2.ImageCacheStatus{Status: "Succeeded", ObservedGeneration: 1, ProcessedSpec: prior,
 					RefreshedTime: at(0), CompletionTime: at(0)}}},
+		// The original wrote status with the whole object: every write
+		// bumped the generation, and no observedGeneration was kept.
+		{name: "the original's cache is refreshed at start-up, not updated", every: 15 * time.Minute, want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 3},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", Reason: string(Create), StartTime: at(-time.Hour), CompletionTime: at(-time.Hour)}}},
+		{name: "the original's failed cache is refreshed at start-up", every: 15 * time.Minute, want: Refresh, wantDue: true, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 5},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Failed", Reason: string(Refresh), StartTime: at(-time.Hour), CompletionTime: at(-time.Hour)}}},
+		{name: "the original's purged cache is left alone", now: time.Hour, every: 15 * time.Minute, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 4},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", Reason: string(Purge), StartTime: at(-time.Hour), CompletionTime: at(-time.Hour)}}},
+		{name: "the original's cache without refresh: nothing due", now: time.Hour, every: 0, cache: v1alpha2.ImageCache{
+			ObjectMeta: metav1.ObjectMeta{Generation: 3},
+			Status:     v1alpha2.ImageCacheStatus{Status: "Succeeded", Reason: string(Create), StartTime: at(-time.Hour), CompletionTime: at(-time.Hour)}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

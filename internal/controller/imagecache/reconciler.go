@@ -191,6 +191,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if due {
 		return r.start(ctx, cache, kind, nil)
 	}
+	if plan.ByOriginal(cache.Status) {
+		return ctrl.Result{RequeueAfter: after}, r.adopt(ctx, cache)
+	}
 	if specTooLarge(&cache.Spec) != "" {
 		// Declined when it was due; a node joining changes nothing.
 		return ctrl.Result{RequeueAfter: after}, nil
@@ -217,6 +220,23 @@ func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
 		delete(op.holding, name)
 		r.limiter.Release(k, node)
 	}
+}
+
+// adopt takes over a cache the original left finished when no operation is
+// due (its periodic refresh is off, or it was last purged): it records the
+// generation the original's status stands for, so that an edit from now on
+// runs as an update, and, unless the images were purged, the spec as what
+// is on the nodes, so that the update deletes what the edit removes, as the
+// original's did. Nothing else of the status changes. Otherwise the cache
+// would stay the original's for good, its edits never acted on (see
+// plan.ByOriginal). The update carries the resourceVersion read.
+func (r *Reconciler) adopt(ctx context.Context, cache *v1alpha2.ImageCache) error {
+	cache.Status.ObservedGeneration = cache.Generation
+	if cache.Status.Reason != string(plan.Purge) {
+		cache.Status.ProcessedSpec = cache.Spec.DeepCopy()
+	}
+	log.FromContext(ctx).Info("took over a cache the original kube-fledged left, with nothing due", "generation", cache.Generation)
+	return r.Client.Status().Update(ctx, cache)
 }
 
 // abort marks a cache whose operation cannot be finished. The update carries
