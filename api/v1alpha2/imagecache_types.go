@@ -139,10 +139,20 @@ type ImageCacheStatus struct {
 	// operation acted on; a larger metadata.generation means an update is due.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// The schema of ProcessedSpec checks nothing: it records what the
+	// controller acted on, and must be storable whatever that was. A cache
+	// stored before the spec's bounds existed (the original kube-fledged's,
+	// kept through CRD validation ratcheting) keeps working out of bounds;
+	// with the bounds here too, its copy made every final status write
+	// invalid, and the cache stayed Processing for good.
+
 	// ProcessedSpec is the cache spec as the latest finished operation left it
 	// on the nodes. An update pulls what the spec gained over it and deletes
-	// what it lost, list by list.
+	// what it lost, list by list. A record, not validated.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	ProcessedSpec *ImageCacheSpec `json:"processedSpec,omitempty"`
 
 	// Counts of the latest operation's (image, node) pairs.
