@@ -1,0 +1,201 @@
+package upgrade_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// runOurs runs our controller in-process in place of the pod of the
+// Deployment our chart rendered, which cannot run on kwok nodes: with that
+// Deployment's own args, parsed as the binary parses them, so that the
+// settings the upgrade carried over are the ones that act. Only what a
+// process on this machine cannot share with a pod is changed: listening
+// ports, the certificate directory, and the webhook configuration, pointed
+// at 127.0.0.1 instead of the Service whose endpoints are kwok pod IPs.
+func runOurs(t *testing.T, g Gomega, c client.Client, d *appsv1.Deployment) {
+	t.Helper()
+	logToFile(t)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	g.Expect(args).NotTo(BeEmpty())
+	g.Expect(args[0]).To(Equal("controller"))
+	o := commands.NewControllerOptions()
+	fs := cli.NewFlagSet("controller")
+	o.BindFlags(fs)
+	g.Expect(cli.Parse(fs, args[1:])).To(Succeed(), "our controller refuses its Deployment's args %v", args)
+	o.Webhook.Namespace = d.Namespace // the downward API's KUBEFLEDGED_NAMESPACE
+	g.Expect(o.Webhook.Enable).To(BeTrue(), "the chart turned our webhook off")
+	g.Expect(o.Webhook.Validate()).To(Succeed())
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	o.Webhook.Port = l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	o.Webhook.CertDir = t.TempDir()
+	o.Webhook.ExtraHosts = []string{"127.0.0.1"}
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Name: o.Webhook.ConfigurationName}, vwc)).To(Succeed())
+	patch := fmt.Sprintf(`[{"op":"remove","path":"/webhooks/0/clientConfig/service"},{"op":"add","path":"/webhooks/0/clientConfig/url","value":"https://127.0.0.1:%d%s"}]`,
+		o.Webhook.Port, webhook.Path)
+	g.Expect(c.Patch(context.Background(), vwc, client.RawPatch(types.JSONPatchType, []byte(patch)))).To(Succeed())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- commands.RunController(ctx, sandbox.Get().Config(), o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("our controller exited: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("our controller did not stop within 30s")
+		}
+	})
+}
+
+// ourWebhookAdmits waits until our webhook answers, then checks that it is
+// ours that answers: a valid cache is admitted, and one with the same image
+// twice in a list is refused with our rule's words.
+func ourWebhookAdmits(g Gomega, c client.Client, ns string) {
+	valid := &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"},
+		Spec: v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"nginx:1.27.3"}}}}}
+	g.Eventually(func() error {
+		return c.Create(context.Background(), valid.DeepCopy(), client.DryRunAll)
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	dup := valid.DeepCopy()
+	dup.Spec.CacheSpec[0].Images = []string{"nginx:1.27.3", "docker.io/library/nginx:1.27.3"}
+	err := c.Create(context.Background(), dup, client.DryRunAll)
+	g.Expect(err).To(MatchError(ContainSubstring("names the same image as")))
+}
+
+// jobLog records, from the moment it starts, the Jobs created and deleted,
+// in the order the API server reports them: ours as "kind image node",
+// which says what was pulled where, others by namespace/name.
+type jobLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func recordJobs(t *testing.T, kube kubernetes.Interface) *jobLog {
+	t.Helper()
+	l, err := kube.BatchV1().Jobs("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kube.BatchV1().Jobs("").Watch(context.Background(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	log := &jobLog{}
+	go func() {
+		for ev := range w.ResultChan() {
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			what := key(j.Namespace, j.Name)
+			if kind := j.Labels[jobs.LabelKind]; kind != "" {
+				what = kind + " " + j.Annotations[jobs.AnnotationImage] + " " + j.Annotations[jobs.AnnotationNode]
+			}
+			var e string
+			switch ev.Type {
+			case watch.Added:
+				e = "created " + what
+			case watch.Deleted:
+				e = "deleted " + what
+			default:
+				continue
+			}
+			log.mu.Lock()
+			log.events = append(log.events, e)
+			log.mu.Unlock()
+		}
+	}()
+	return log
+}
+
+func (l *jobLog) seen() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string{}, l.events...)
+}
+
+// statusLog records every (status, reason) an ImageCache goes through, by
+// namespace/name, so that a state held for a moment (Aborted) is seen.
+type statusLog struct {
+	mu   sync.Mutex
+	seen map[string][]string
+}
+
+func recordStatuses(t *testing.T, c client.WithWatch) *statusLog {
+	t.Helper()
+	l := &v1alpha2.ImageCacheList{}
+	if err := c.List(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(context.Background(), &v1alpha2.ImageCacheList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	log := &statusLog{seen: map[string][]string{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			ic, ok := ev.Object.(*v1alpha2.ImageCache)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			k := key(ic.Namespace, ic.Name)
+			s := string(ic.Status.Status) + "/" + ic.Status.Reason
+			log.mu.Lock()
+			if prev := log.seen[k]; len(prev) == 0 || prev[len(prev)-1] != s {
+				log.seen[k] = append(prev, s)
+			}
+			log.mu.Unlock()
+		}
+	}()
+	return log
+}
+
+func (l *statusLog) of(k string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string{}, l.seen[k]...)
+}
+
+// settled waits until a cache has finished an operation of ours (it then
+// records the generation it acted on) and returns it.
+func settled(g Gomega, c client.Client, ns, name string) *v1alpha2.ImageCache {
+	ic := &v1alpha2.ImageCache{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ic)).To(Succeed())
+		g.Expect(ic.Status.ObservedGeneration).NotTo(BeZero(), "no operation of ours ended yet: %+v", ic.Status)
+		g.Expect(ic.Status.Status).NotTo(Equal(v1alpha2.ImageCacheActionStatusProcessing))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	return ic
+}
