@@ -11,12 +11,20 @@ $(LOCALBIN)/kubelet:
 	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/kubelet \
 		k8s.io/kubernetes/cmd/kubelet
 
+# kube-proxy for the real node, so that its pods reach Services (the API
+# server's `kubernetes` Service above all) as on any cluster. Same module, same
+# version stamps and the same pin as the kubelet beside it.
+$(LOCALBIN)/kube-proxy:
+	mkdir -p $(LOCALBIN)
+	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/kube-proxy \
+		k8s.io/kubernetes/cmd/kube-proxy
+
 .PHONY: realnode-deps
 realnode-deps: ## Install the real node's Debian packages (containerd, CNI plugins, iptables, iproute2, nftables) when missing.
 	hack/realnode-deps.sh
 
 .PHONY: realnode-tools
-realnode-tools: realnode-deps $(LOCALBIN)/kubelet ## Everything the real-node tests need.
+realnode-tools: realnode-deps $(LOCALBIN)/kubelet $(LOCALBIN)/kube-proxy ## Everything the real-node tests need.
 
 .PHONY: test-realnode
 test-realnode: tools realnode-tools ## Run only the real-node tests (as root).
