@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -190,4 +191,53 @@ func (r *registryServer) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = r.srv.Shutdown(ctx)
+}
+
+// PushAs stores img in the node's registry under ref, a full name in one of the mirrored
+// registries (Options.Mirrors), e.g. docker.io/library/busybox:1.36: a pod naming ref pulls
+// it from there, by that name, as from the real registry.
+func (n *Node) PushAs(ctx context.Context, ref string, img v1.Image) error {
+	local, err := n.mirrored(ref)
+	if err != nil {
+		return err
+	}
+	if err := remote.Write(local, img, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("realnode: push %s as %s: %w", local, ref, err)
+	}
+	return nil
+}
+
+// PushIndexAs is PushAs for a multi-platform image: the node's containerd picks the
+// manifest of its own platform, as it would from the real registry.
+func (n *Node) PushIndexAs(ctx context.Context, ref string, idx v1.ImageIndex) error {
+	local, err := n.mirrored(ref)
+	if err != nil {
+		return err
+	}
+	if err := remote.WriteIndex(local, idx, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("realnode: push %s as %s: %w", local, ref, err)
+	}
+	return nil
+}
+
+// mirrored is where ref lives in the node's registry: the same repository path and tag or
+// digest, which is what containerd asks the mirror for.
+func (n *Node) mirrored(ref string) (name.Reference, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("realnode: %w", err)
+	}
+	registry := r.Context().RegistryStr()
+	if registry == name.DefaultRegistry {
+		// go-containerregistry's name for Docker Hub; containerd's hosts dir is docker.io.
+		registry = "docker.io"
+	}
+	if !slices.Contains(n.mirrors, registry) {
+		return nil, fmt.Errorf("realnode: %s is not a mirrored registry (%s): the node would look for %s elsewhere", registry, strings.Join(n.mirrors, ", "), ref)
+	}
+	sep := ":"
+	if _, ok := r.(name.Digest); ok {
+		sep = "@"
+	}
+	return name.ParseReference(n.reg.host+"/"+r.Context().RepositoryStr()+sep+r.Identifier(), name.Insecure)
 }

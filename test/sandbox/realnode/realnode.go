@@ -55,6 +55,11 @@ type Options struct {
 	// meet nothing a developer's machine commonly has.
 	Bridge string
 	Subnet string
+	// Mirrors are the registries whose images this node pulls from its own registry, by
+	// their usual names: ghcr.io/kubefledged/kubefledged:v0.11.0 comes from the local
+	// registry's kubefledged/kubefledged:v0.11.0 (see PushAs). Nil means DefaultMirrors;
+	// empty means none.
+	Mirrors []string
 }
 
 const (
@@ -69,6 +74,11 @@ const (
 	// another package's node to stop.
 	startTimeout = 8 * time.Minute
 )
+
+// DefaultMirrors are the registries of our chart's image and of the images the samples
+// cache, and the sandbox's never-pulling fail.invalid: a pull of them asks the node's
+// registry and nothing off the machine.
+var DefaultMirrors = []string{"ghcr.io", "docker.io", "us.gcr.io", "registry.k8s.io", "quay.io", "fail.invalid"}
 
 // stateDirs are the parts of Dir that go at Stop even when the caller keeps Dir.
 var stateDirs = []string{"containerd", "kubelet", "cni", "pod-logs", "volume-plugins", "images", "config"}
@@ -85,6 +95,7 @@ type Node struct {
 	cri        *criClient
 	containerd *sandbox.Child
 	kubelet    *sandbox.Child
+	mirrors    []string
 	client     kubernetes.Interface
 	readyIn    time.Duration
 
@@ -120,7 +131,10 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{name: o.NodeName}
+	n := &Node{name: o.NodeName, mirrors: o.Mirrors}
+	if o.Mirrors == nil {
+		n.mirrors = DefaultMirrors
+	}
 	if n.name == "" {
 		n.name = defaultNodeName()
 	}
@@ -286,6 +300,18 @@ func (n *Node) startContainerd(ctx context.Context, subnet *net.IPNet) error {
 	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+n.reg.host, "http://"+n.reg.host)
 	if err := os.WriteFile(filepath.Join(hostsDir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
 		return err
+	}
+	// A mirror's hosts and server are all the local registry: containerd asks nothing else,
+	// so a missing image is a 404 here rather than a lookup out on the network. (containerd
+	// 1.6 refuses a hosts.toml without a [host] table, hence the same file as above.)
+	for _, m := range n.mirrors {
+		dir := filepath.Join(d("config/certs.d"), m)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(d("cni/net.d"), 0o755); err != nil {
 		return err
