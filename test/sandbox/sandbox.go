@@ -40,6 +40,10 @@ import (
 // resolve, so the same image would also fail on a real cluster.
 const FailPrefix = "fail.invalid/"
 
+// ServiceCIDR is the sandbox's Service IP range (--service-cluster-ip-range). A real node
+// routes it from its pods to the host, where kube-proxy turns it into endpoints.
+const ServiceCIDR = serviceCIDR
+
 // RunFailPrefix is an image prefix that pulls on kwok nodes but whose container exits 1
 // (reason Error) as soon as it runs: a pod with restartPolicy Never ends Failed, any other
 // pod shows CrashLoopBackOff. It simulates a helper image that is present but broken.

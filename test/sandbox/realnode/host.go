@@ -98,13 +98,17 @@ type pathState struct {
 	Entries []string `json:",omitempty"`
 }
 
-// sysctls the kubelet sets at start-up (setupKernelTunables) and the bridge plugin turns on
-// for a gateway; the rest are listed because nothing guarantees other versions leave them.
+// sysctls the kubelet sets at start-up (setupKernelTunables), the bridge plugin turns on
+// for a gateway and kube-proxy may set; the rest are listed because nothing guarantees
+// other versions leave them.
 var sysctls = []string{
 	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 	"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/ipv4/conf/all/route_localnet",
 	"net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-ip6tables",
+	// kube-proxy's conntrack settings; its configuration here leaves them alone.
+	"net/netfilter/nf_conntrack_max", "net/netfilter/nf_conntrack_tcp_timeout_established",
+	"net/netfilter/nf_conntrack_tcp_timeout_close_wait", "net/netfilter/nf_conntrack_tcp_be_liberal",
 }
 
 // hostPaths are the kubelet's and containerd's default or hard-coded locations. The node's

@@ -39,8 +39,12 @@ func Check(o Options) error {
 	}
 	if dir, err := resolveBinDir(o.BinDir); err != nil {
 		missing = append(missing, "kubelet: "+err.Error())
-	} else if !executable(filepath.Join(dir, "kubelet")) {
-		missing = append(missing, fmt.Sprintf("kubelet in %s (make bin/kubelet)", dir))
+	} else {
+		for _, b := range []string{"kubelet", "kube-proxy"} {
+			if !executable(filepath.Join(dir, b)) {
+				missing = append(missing, fmt.Sprintf("%s in %s (make bin/%s)", b, dir, b))
+			}
+		}
 	}
 	var bins []string
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
@@ -59,6 +63,15 @@ func Check(o Options) error {
 	if _, err := exec.LookPath("ip"); err != nil {
 		ip = false
 		missing = append(missing, "ip (Debian package iproute2), to remove the pod bridge")
+	}
+	var ipt []string
+	for _, b := range []string{"iptables", "iptables-save", "iptables-restore"} {
+		if _, err := exec.LookPath(b); err != nil {
+			ipt = append(ipt, b)
+		}
+	}
+	if len(ipt) > 0 {
+		missing = append(missing, strings.Join(ipt, ", ")+" (Debian package iptables), for kube-proxy and the clean-up")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		missing = append(missing, "the go command, which builds the pause image")

@@ -95,6 +95,8 @@ type Node struct {
 	cri        *criClient
 	containerd *sandbox.Child
 	kubelet    *sandbox.Child
+	proxy      *sandbox.Child
+	fwd        *forwarder
 	mirrors    []string
 	client     kubernetes.Interface
 	readyIn    time.Duration
@@ -198,12 +200,31 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 		cert, key []byte
 		err       error
 	}
-	certDone := make(chan certResult, 1)
+	certDone, proxyCertDone := make(chan certResult, 1), make(chan certResult, 1)
 	go func() {
-		c, k, err := kubeletClientCert(ctx, n.client, n.name)
+		c, k, err := clientCert(ctx, n.client, "system:node:"+n.name, []string{"system:nodes"}, certv1.KubeAPIServerClientKubeletSignerName, "realnode-"+n.name+"-")
 		certDone <- certResult{c, k, err}
 	}()
+	go func() {
+		// system:kube-proxy is bound to system:node-proxier by the bootstrap RBAC policy:
+		// exactly a kube-proxy's rights.
+		c, k, err := clientCert(ctx, n.client, "system:kube-proxy", nil, certv1.KubeAPIServerClientSignerName, "realnode-kube-proxy-")
+		proxyCertDone <- certResult{c, k, err}
+	}()
 	if n.reg, err = startRegistry(); err != nil {
+		return nil, err
+	}
+	if err := createBridge(o.Bridge, subnet); err != nil {
+		return nil, err
+	}
+	target, err := apiTarget(sb.Config().Host)
+	if err != nil {
+		return nil, err
+	}
+	if n.fwd, err = startForwarder(net.JoinHostPort(gateway(subnet).String(), "0"), target); err != nil {
+		return nil, err
+	}
+	if err := publishAPIEndpoint(ctx, n.client, n.fwd.addr()); err != nil {
 		return nil, err
 	}
 	if err := n.startContainerd(ctx, subnet); err != nil {
@@ -230,6 +251,14 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 		return nil, cr.err
 	}
 	if err := n.startKubelet(ctx, sb, binDir, cr.cert, cr.key); err != nil {
+		return nil, err
+	}
+	// After the node is Ready: kube-proxy reads its Node for the node's addresses.
+	pr := <-proxyCertDone
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	if err := n.startProxy(ctx, sb, binDir, subnet, pr.cert, pr.key); err != nil {
 		return nil, err
 	}
 	n.readyIn = time.Since(begin)
@@ -316,9 +345,9 @@ func (n *Node) startContainerd(ctx context.Context, subnet *net.IPNet) error {
 	if err := os.MkdirAll(d("cni/net.d"), 0o755); err != nil {
 		return err
 	}
-	gw := make(net.IP, len(subnet.IP.To4()))
-	copy(gw, subnet.IP.To4())
-	gw[3]++
+	gw := gateway(subnet)
+	// Pods get a route to the Service range through the gateway, where kube-proxy's rules
+	// wait, and no default route: nothing of theirs leaves the machine.
 	cni := fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "kubefledged-realnode",
@@ -328,10 +357,10 @@ func (n *Node) startContainerd(ctx context.Context, subnet *net.IPNet) error {
     "isGateway": true,
     "ipMasq": false,
     "hairpinMode": true,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "dataDir": %q}
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": %q}], "dataDir": %q}
   }]
 }
-`, n.journal.Bridge, subnet.String(), gw.String(), d("cni/ipam"))
+`, n.journal.Bridge, subnet.String(), gw.String(), sandbox.ServiceCIDR, d("cni/ipam"))
 	if err := os.WriteFile(d("cni/net.d/10-realnode.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
@@ -409,7 +438,7 @@ func (n *Node) waitFor(ctx context.Context, what string, cond func() (bool, erro
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		for _, p := range []*sandbox.Child{n.containerd, n.kubelet} {
+		for _, p := range []*sandbox.Child{n.containerd, n.kubelet, n.proxy} {
 			if p.Exited() {
 				return fmt.Errorf("realnode: waiting for %s: %w", what, p.Failure())
 			}
@@ -433,16 +462,18 @@ func (n *Node) waitFor(ctx context.Context, what string, cond func() (bool, erro
 	}
 }
 
-// kubeletClientCert gets the node's client certificate the way TLS bootstrap would: a CSR
-// for system:node:<name> signed by the controller manager. The Node authorizer then grants
-// the kubelet exactly a kubelet's rights, and the sandbox's PKI stays its own.
-func kubeletClientCert(ctx context.Context, c kubernetes.Interface, node string) (certPEM, keyPEM []byte, err error) {
+// clientCert gets a client certificate for cn the way TLS bootstrap would: a CSR signed by
+// the controller manager. For the kubelet (system:node:<name>, signer
+// kube-apiserver-client-kubelet) the Node authorizer then grants exactly a kubelet's rights;
+// for kube-proxy (system:kube-proxy) the bootstrap RBAC policy does. The sandbox's PKI stays
+// its own.
+func clientCert(ctx context.Context, c kubernetes.Interface, cn string, orgs []string, signer, namePrefix string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		Subject: pkix.Name{CommonName: cn, Organization: orgs},
 	}, key)
 	if err != nil {
 		return nil, nil, err
@@ -453,18 +484,19 @@ func kubeletClientCert(ctx context.Context, c kubernetes.Interface, node string)
 	}
 	csrs := c.CertificatesV1().CertificateSigningRequests()
 	csr, err := csrs.Create(ctx, &certv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "realnode-" + node + "-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: namePrefix},
 		Spec: certv1.CertificateSigningRequestSpec{
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: certv1.KubeAPIServerClientKubeletSignerName,
+			SignerName: signer,
 			Usages:     []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("realnode: kubelet CSR: %w", err)
+		return nil, nil, fmt.Errorf("realnode: CSR for %s: %w", cn, err)
 	}
-	// The controller manager approves it by itself (an admin may create node client
-	// certificates), unless this approval comes first: either is fine.
+	// For a node the controller manager approves it by itself (an admin may create node
+	// client certificates), unless this approval comes first: either is fine. Other
+	// signers wait for this one.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
 		if err != nil {
@@ -482,7 +514,7 @@ func kubeletClientCert(ctx context.Context, c kubernetes.Interface, node string)
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("realnode: approve kubelet CSR: %w", err)
+		return nil, nil, fmt.Errorf("realnode: approve the CSR for %s: %w", cn, err)
 	}
 	for {
 		got, err := csrs.Get(ctx, csr.Name, metav1.GetOptions{})
@@ -492,7 +524,7 @@ func kubeletClientCert(ctx context.Context, c kubernetes.Interface, node string)
 		if err == nil {
 			for _, cond := range got.Status.Conditions {
 				if cond.Type == certv1.CertificateFailed && cond.Status == corev1.ConditionTrue {
-					return nil, nil, fmt.Errorf("realnode: kubelet CSR failed: %s", cond.Message)
+					return nil, nil, fmt.Errorf("realnode: the CSR for %s failed: %s", cn, cond.Message)
 				}
 			}
 		}
@@ -638,16 +670,25 @@ func (n *Node) LogDir() string { return n.logDir }
 // ReadyIn is how long Start took, for the tests' figures.
 func (n *Node) ReadyIn() time.Duration { return n.readyIn }
 
-// Stop stops the kubelet, removes every pod through CRI, stops containerd and the registry,
-// and restores the host from the journal. Its error is about the host: it names whatever
+// Stop stops the kubelet and kube-proxy, removes every pod through CRI, stops containerd,
+// the API forwarder and the registry, and restores the host from the journal. Its error is about the host: it names whatever
 // could not be restored (the journal is then kept, for the next Start to try again). A
 // graceful step that failed but whose work the forced clean-up did is only logged. Later
 // calls return the first call's result.
 func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		var notes []error
-		// The kubelet first, or it would start the pods again as they are removed.
+		// The kubelet first, or it would start the pods again as they are removed; kube-proxy
+		// before the journal's undo, or it would write its rules again.
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); n.proxy.Stop(stopGrace) }()
 		n.kubelet.Stop(stopGrace)
+		wg.Wait()
+		if n.fwd != nil {
+			unpublishAPIEndpoint(n.client)
+		}
+		n.fwd.close()
 		if n.cri != nil && n.containerd != nil && !n.containerd.Exited() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := n.cri.removePods(ctx); err != nil {

@@ -147,6 +147,7 @@ func TestNode(t *testing.T) {
 	if img, err := n.ImageStatus(ctx, ref); err != nil || img == nil {
 		t.Errorf("CRI ImageStatus(%s) after the pod ran: %v, %v", ref, img, err)
 	}
+	probeAPI(t, ctx, kube, n)
 
 	// The test binary "dies": the daemons are killed, the lock falls, nothing is undone.
 	// The pod's containers and their shims keep running, as they would.
@@ -238,12 +239,67 @@ func runPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Nod
 	}
 }
 
+// probeAPI runs apiprobe in a pod of an image named for a mirrored registry: the node pulls
+// it from its own registry by that name, and the pod reaches the API server as in-cluster
+// clients do, through the kubernetes Service and kube-proxy.
+func probeAPI(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Node) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "apiprobe")
+	if err := BuildStatic(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/apiprobe", bin); err != nil {
+		t.Fatal(err)
+	}
+	img, err := BinaryImage(bin, "/apiprobe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "ghcr.io/kubefledged/realnode-apiprobe:v1"
+	if err := n.PushAs(ctx, ref, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.PushAs(ctx, "example.com/apiprobe:v1", img); err == nil {
+		t.Errorf("PushAs to a registry the node does not mirror succeeded")
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "apiprobe", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:      n.Name(),
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "probe", Image: ref}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	for {
+		p, err := kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+			msg := ""
+			if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
+				msg = cs[0].State.Terminated.Message
+			}
+			if p.Status.Phase != corev1.PodSucceeded || msg != "v1.35.4" {
+				t.Errorf("apiprobe pod %s: %q, want the API server's version v1.35.4 (kube-proxy log %s)", p.Status.Phase, msg, filepath.Join(n.LogDir(), "kube-proxy.log"))
+			} else {
+				t.Logf("a pod reached the API server through the kubernetes Service %s after create", time.Since(begin).Round(time.Millisecond))
+			}
+			return
+		}
+		if time.Since(begin) > time.Minute {
+			t.Fatalf("apiprobe pod not finished after 1m: %+v (logs in %s)", p.Status, n.LogDir())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // abandon is what the death of the test binary does to a node: the kernel kills the
 // daemons (Pdeathsig) and drops the lock, and nothing else happens.
 func (n *Node) abandon() {
 	n.kubelet.Kill()
+	n.proxy.Kill()
 	n.containerd.Kill()
 	n.cri.close()
+	n.fwd.close()
 	n.reg.close()
 	_ = n.lock.f.Close()
 	n.stopOnce.Do(func() {})
@@ -317,7 +373,7 @@ func hostState() map[string]string {
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
 		// The node's daemons, and the containers of the pause and sleeper images.
-		if c := strings.TrimSpace(string(comm)); err == nil && (strings.HasPrefix(c, "containerd") || c == "kubelet" || argv0 == "/pause" || argv0 == "/sleep") {
+		if c := strings.TrimSpace(string(comm)); err == nil && (strings.HasPrefix(c, "containerd") || c == "kubelet" || c == "kube-proxy" || argv0 == "/pause" || argv0 == "/sleep") {
 			procs = append(procs, c+"/"+e.Name())
 		}
 	}
