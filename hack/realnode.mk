@@ -1,6 +1,6 @@
-# The real node (kubelet + Debian's containerd + bridge CNI) beside the kwok nodes.
-# test/sandbox/realnode starts it; test/e2e/realnode runs on it. Both skip, naming
-# what is missing, on a machine without these parts.
+# The real node (kubelet + Debian's containerd + bridge CNI + kube-proxy) beside the
+# kwok nodes. test/sandbox/realnode starts it; test/e2e/realnode and test/e2e/install
+# run on it. They skip, naming what is missing, on a machine without these parts.
 
 # Built from the same wrapper module and with the same version stamps as the
 # control plane: the node must report the cluster's version, not v0.0.0-master. Keep
@@ -27,5 +27,5 @@ realnode-deps: ## Install the real node's Debian packages (containerd, CNI plugi
 realnode-tools: realnode-deps $(LOCALBIN)/kubelet $(LOCALBIN)/kube-proxy ## Everything the real-node tests need.
 
 .PHONY: test-realnode
-test-realnode: tools realnode-tools ## Run only the real-node tests (as root).
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/sandbox/realnode/... ./test/e2e/realnode/...
+test-realnode: tools realnode-tools ## Run only the real-node tests (as root), the installs on the real node among them.
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/sandbox/realnode/... ./test/e2e/realnode/... ./test/e2e/install/...

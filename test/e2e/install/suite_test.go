@@ -1,0 +1,264 @@
+// Package install_test installs kube-fledged as users do and checks that what lands runs:
+// our image, built as `make image` builds it, runs as pods on the sandbox's real node (a
+// kubelet on containerd, with kube-proxy), serves its webhook through its Service, and
+// caches images that containerd really pulls.
+//
+// One file per way in (helm_test.go: the Helm chart); the end they share, from "the
+// controller is running" to "a changed retention policy shows", is common_test.go, so
+// that every install path is held to the same proof.
+//
+// The package skips, naming what is missing, on a machine that cannot run a real node
+// (see realnode.Check): on kwok's fake nodes no pod of ours would run at all.
+package install_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
+)
+
+var (
+	// skipReason is set when this machine cannot run a real node.
+	skipReason string
+	sb         *sandbox.Sandbox
+	node       *realnode.Node
+	k8s        client.WithWatch
+	kube       kubernetes.Interface
+	repo       = filepath.Join("..", "..", "..")
+
+	// ourImage is the chart's default image, which the test pushed to the node's registry
+	// under that very name, built from this tree.
+	ourImage string
+	// built is what the node should run: the index we pushed, and the manifest and config
+	// of this machine's platform in it.
+	built struct {
+		index, manifest, config v1.Hash
+	}
+)
+
+// Test images, pushed to the node's registry under names of the registries it mirrors:
+// the caches name them as users name theirs. Each has content of its own.
+var (
+	retainedImages = []string{"ghcr.io/kubefledged/e2e-install-a:v1", "docker.io/library/e2e-install-b:v1"}
+	deletedImages  = []string{"us.gcr.io/kubefledged/e2e-install-c:v1", "quay.io/kubefledged/e2e-install-d:v1"}
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if err := realnode.Check(realnode.Options{}); err != nil {
+		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
+			return fail("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
+		}
+		skipReason = err.Error()
+		return m.Run()
+	}
+	// Setup only; a cold cross-compile of two platforms is most of it.
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	var err error
+	if ourImage, err = chartImage(); err != nil {
+		return fail("%v", err)
+	}
+	tmp, err := os.MkdirTemp("", "kubefledged-e2e-install-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(tmp)
+	// The image builds while the cluster and the node start.
+	oci := filepath.Join(tmp, "oci")
+	imageDone := make(chan error, 1)
+	go func() { imageDone <- buildImage(ctx, oci) }()
+
+	if sb, err = sandbox.Start(ctx, sandbox.Options{Nodes: 1}); err != nil {
+		<-imageDone
+		return fail("sandbox: %v", err)
+	}
+	var stopOnce sync.Once
+	var stopErr error
+	stop := func() error {
+		stopOnce.Do(func() {
+			var wg sync.WaitGroup
+			var nerr, serr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if node != nil {
+					nerr = node.Stop()
+				}
+			}()
+			go func() { defer wg.Done(); serr = sb.Stop() }()
+			wg.Wait()
+			stopErr = errors.Join(nerr, serr)
+		})
+		return stopErr
+	}
+	defer func() { _ = stop() }()
+	// An interrupted run must still give the host back.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		_ = stop()
+		os.Exit(1)
+	}()
+	defer signal.Stop(sigs)
+
+	if node, err = realnode.Start(ctx, sb, realnode.Options{}); err != nil {
+		<-imageDone
+		return fail("real node: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "e2e/install: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
+	if err := <-imageDone; err != nil {
+		return fail("%v", err)
+	}
+	if err := pushImages(ctx, oci); err != nil {
+		return fail("%v", err)
+	}
+	cfg := sb.Config()
+	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: commands.Scheme()}); err != nil {
+		return fail("%v", err)
+	}
+	kube = kubernetes.NewForConfigOrDie(cfg)
+	fmt.Fprintf(os.Stderr, "e2e/install: set up in %s\n", time.Since(begin).Round(time.Millisecond))
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e/install: stop: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+func fail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "e2e/install: "+format+"\n", args...)
+	return 1
+}
+
+// chartImage is the image the chart installs when told nothing about images: its
+// image.repository at its appVersion. The controller's own default helper image must be
+// the same, or the Jobs of a default install would pull something else.
+func chartImage() (string, error) {
+	chrt, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
+	if err != nil {
+		return "", err
+	}
+	img, _ := chrt.Values["image"].(map[string]any)
+	repository, _ := img["repository"].(string)
+	ref := repository + ":" + chrt.Metadata.AppVersion
+	if ref != commands.DefaultHelperImage {
+		return "", fmt.Errorf("the chart's default image %s is not the controller's default helper image %s", ref, commands.DefaultHelperImage)
+	}
+	return ref, nil
+}
+
+// buildImage runs hack/image as `make image` does, for both platforms, into a layout of
+// the test's own: bin/image may hold another tree's build.
+func buildImage(ctx context.Context, out string) error {
+	tag, _ := name.NewTag(ourImage)
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "build", "-out", out, "-version", tag.TagStr(), "-ref", ourImage)
+	cmd.Dir = repo
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if _, err := cmd.Output(); err != nil {
+		return fmt.Errorf("hack/image build: %v\n%s", err, stderr.String())
+	}
+	fmt.Fprintf(os.Stderr, "e2e/install: image built (linux/amd64, linux/arm64) in %s\n", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// pushImages pushes our index under the chart's image name, so that the node pulls it by
+// that name, and the test images the caches name.
+func pushImages(ctx context.Context, oci string) error {
+	lp, err := layout.FromPath(oci)
+	if err != nil {
+		return err
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		return err
+	}
+	tm, err := top.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(tm.Manifests) != 1 {
+		return fmt.Errorf("%s: %d entries in index.json, want the one index hack/image writes", oci, len(tm.Manifests))
+	}
+	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	built.index = tm.Manifests[0].Digest
+	var platforms []string
+	for _, d := range im.Manifests {
+		if d.Platform == nil {
+			continue
+		}
+		platforms = append(platforms, d.Platform.OS+"/"+d.Platform.Architecture)
+		if d.Platform.OS == "linux" && d.Platform.Architecture == runtime.GOARCH {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				return err
+			}
+			if built.config, err = img.ConfigName(); err != nil {
+				return err
+			}
+			built.manifest = d.Digest
+		}
+	}
+	if built.manifest == (v1.Hash{}) || len(platforms) != 2 {
+		return fmt.Errorf("the image index has %v, want linux/amd64 and linux/arm64", platforms)
+	}
+	if err := node.PushIndexAs(ctx, ourImage, idx); err != nil {
+		return err
+	}
+	for _, ref := range append(append([]string{}, retainedImages...), deletedImages...) {
+		l, err := realnode.NewLayer(realnode.File{Path: "/data/which", Data: []byte(ref + "\n")})
+		if err != nil {
+			return err
+		}
+		img, err := realnode.NewImage(nil, l)
+		if err != nil {
+			return err
+		}
+		if err := node.PushAs(ctx, ref, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// needNode skips a test on a machine that cannot run a real node.
+func needNode(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
