@@ -220,24 +220,31 @@ func (n *Node) PushIndexAs(ctx context.Context, ref string, idx v1.ImageIndex) e
 	return nil
 }
 
-// mirrored is where ref lives in the node's registry: the same repository path and tag or
-// digest, which is what containerd asks the mirror for.
+// mirrored is where ref lives in the node's registry.
 func (n *Node) mirrored(ref string) (name.Reference, error) {
+	return MirrorRef(n.reg.host, n.mirrors, ref)
+}
+
+// MirrorRef is where a node whose registry is at registry (host:port) and which mirrors
+// the given registries finds ref: the same repository path and tag or digest, which is
+// what containerd asks the mirror for. For a process other than the node's, such as `make
+// run` pushing to a node that `hack/sandbox up` runs.
+func MirrorRef(registry string, mirrors []string, ref string) (name.Reference, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("realnode: %w", err)
 	}
-	registry := r.Context().RegistryStr()
-	if registry == name.DefaultRegistry {
+	from := r.Context().RegistryStr()
+	if from == name.DefaultRegistry {
 		// go-containerregistry's name for Docker Hub; containerd's hosts dir is docker.io.
-		registry = "docker.io"
+		from = "docker.io"
 	}
-	if !slices.Contains(n.mirrors, registry) {
-		return nil, fmt.Errorf("realnode: %s is not a mirrored registry (%s): the node would look for %s elsewhere", registry, strings.Join(n.mirrors, ", "), ref)
+	if !slices.Contains(mirrors, from) {
+		return nil, fmt.Errorf("realnode: %s is not a mirrored registry (%s): the node would look for %s elsewhere", from, strings.Join(mirrors, ", "), ref)
 	}
 	sep := ":"
 	if _, ok := r.(name.Digest); ok {
 		sep = "@"
 	}
-	return name.ParseReference(n.reg.host+"/"+r.Context().RepositoryStr()+sep+r.Identifier(), name.Insecure)
+	return name.ParseReference(registry+"/"+r.Context().RepositoryStr()+sep+r.Identifier(), name.Insecure)
 }

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -654,6 +655,9 @@ func (n *Node) Name() string { return n.name }
 
 // Registry is the local registry's host:port; images pushed there pull on this node.
 func (n *Node) Registry() string { return n.reg.host }
+
+// Mirrors are the registries whose images the node pulls from its own registry.
+func (n *Node) Mirrors() []string { return slices.Clone(n.mirrors) }
 
 // Push stores img in the local registry as repoTag ("name:tag") and returns its full
 // reference.
