@@ -4,9 +4,13 @@
 //	go run ./hack/sandbox up --dir .sandbox --nodes 3   # until SIGINT/SIGTERM
 //	go run ./hack/sandbox up --real-node ...           # also a kubelet on containerd (root)
 //	go run ./hack/sandbox down --dir .sandbox           # stops the one started by up
+//	go run ./hack/sandbox check-real-node              # can this machine run the real node?
+//	go run ./hack/sandbox real-node --dir .sandbox      # the running node's name, registry, ... for eval
+//	go run ./hack/sandbox push --dir .sandbox --layout bin/image/oci --as IMG [CACHE.yaml...]
 //
 // up writes <dir>/kubeconfig, then touches <dir>/ready so scripts can wait for it, and removes
-// ready again before it stops.
+// ready again before it stops. With --real-node it also writes <dir>/realnode.json, which
+// real-node and push read: the node and its registry live in the up process.
 package main
 
 import (
@@ -38,6 +42,12 @@ func main() {
 		err = up(os.Args[2:])
 	case "down":
 		err = down(os.Args[2:])
+	case "check-real-node":
+		err = checkRealNode(os.Args[2:])
+	case "real-node":
+		err = realNodeEnv(os.Args[2:])
+	case "push":
+		err = push(os.Args[2:])
 	default:
 		usage()
 	}
@@ -48,7 +58,11 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: sandbox up --dir DIR [--nodes N] [--pull-delay D] [--bin-dir DIR] [--real-node] | sandbox down --dir DIR")
+	fmt.Fprintln(os.Stderr, `usage: sandbox up --dir DIR [--nodes N] [--pull-delay D] [--bin-dir DIR] [--real-node]
+       sandbox down --dir DIR
+       sandbox check-real-node [--bin-dir DIR]
+       sandbox real-node --dir DIR
+       sandbox push --dir DIR [--layout OCI --as IMG] [IMAGECACHE.yaml...]`)
 	os.Exit(2)
 }
 
@@ -75,6 +89,8 @@ func up(args []string) error {
 	}
 	_ = os.Remove(ready)
 	defer os.Remove(ready)
+	// A node file left by an up that was killed names a registry that is gone.
+	_ = os.Remove(filepath.Join(abs, nodeFile))
 	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return err
 	}
@@ -98,6 +114,10 @@ func up(args []string) error {
 			return fmt.Errorf("real node: %w", err)
 		}
 		defer func() { _ = node.Stop() }()
+		if err := writeNodeInfo(abs, node); err != nil {
+			return err
+		}
+		defer os.Remove(filepath.Join(abs, nodeFile))
 	}
 	if err := os.WriteFile(ready, nil, 0o644); err != nil {
 		return err
@@ -110,6 +130,7 @@ func up(args []string) error {
 	<-ctx.Done()
 	fmt.Println("sandbox stopping")
 	_ = os.Remove(ready)
+	_ = os.Remove(filepath.Join(abs, nodeFile))
 	var nodeErr error
 	if node != nil {
 		nodeErr = node.Stop()
@@ -136,6 +157,7 @@ func down(args []string) error {
 		// Left by an up that was killed outright; a stale ready would mislead the next wait.
 		_ = os.Remove(pidPath)
 		_ = os.Remove(filepath.Join(*dir, "ready"))
+		_ = os.Remove(filepath.Join(*dir, nodeFile))
 		return cleanRoutes()
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
