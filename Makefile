@@ -98,12 +98,17 @@ fuzz: ## Short fuzz runs of the parsers and decoders.
 		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; done
 
 .PHONY: run-smoke
+# The kwok sandbox (SANDBOX_REAL_NODE empty): fast, and it proves that the
+# sample KubeFledged, applied before the caches, leaves ImageCache writes
+# working there. In the checkout's .sandbox/, not bin/, which may be shared.
+RUN_SMOKE_DIR = $(CURDIR)/.sandbox/run-smoke
 run-smoke: build ## `make run` on a fresh sandbox, until the samples settle; checks their final status.
-	rm -rf $(LOCALBIN)/.run-smoke
-	RUN_UNTIL_SETTLED=1 SANDBOX_DIR=$(LOCALBIN)/.run-smoke KUBECONFIG= hack/run.sh 2>&1 | tee $(LOCALBIN)/run-smoke.log
-	grep -Eq '^imagecache1 +Succeeded' $(LOCALBIN)/run-smoke.log
-	grep -Eq '^imagecache-failing +Failed' $(LOCALBIN)/run-smoke.log
-	grep -q 'ImagePullBackOff' $(LOCALBIN)/run-smoke.log
+	rm -rf $(RUN_SMOKE_DIR) && mkdir -p $(RUN_SMOKE_DIR)
+	RUN_UNTIL_SETTLED=1 SANDBOX_DIR=$(RUN_SMOKE_DIR)/sandbox SANDBOX_REAL_NODE= KUBECONFIG= hack/run.sh 2>&1 | tee $(RUN_SMOKE_DIR)/run-smoke.log
+	grep -Eq '^kubefledged +True +InstallSuccessful' $(RUN_SMOKE_DIR)/run-smoke.log
+	grep -Eq '^imagecache1 +Succeeded' $(RUN_SMOKE_DIR)/run-smoke.log
+	grep -Eq '^imagecache-failing +Failed' $(RUN_SMOKE_DIR)/run-smoke.log
+	grep -q 'ImagePullBackOff' $(RUN_SMOKE_DIR)/run-smoke.log
 
 .PHONY: bench
 bench: tools ## Benchmarks on the sandbox; writes docs/benchmarks.md and .json (BENCH_* variables set the scale).
@@ -116,8 +121,8 @@ build: ## Build the kubefledged binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/kubefledged .
 
 .PHONY: run
-run: build tools ## Run the product: against KUBECONFIG's cluster if one answers, else on a fresh sandbox.
-	hack/run.sh
+run: build tools $(if $(SANDBOX_REAL_NODE),realnode-tools) ## Run the product: against KUBECONFIG's cluster if one answers, else on a fresh sandbox (SANDBOX_REAL_NODE=1: as pods on the real node).
+	IMG=$(IMG) VERSION=$(VERSION) SANDBOX_REAL_NODE=$(SANDBOX_REAL_NODE) hack/run.sh
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine; none on the dev machines).
@@ -126,7 +131,7 @@ docker-build: ## Build the image (needs a Docker engine; none on the dev machine
 ##@ Sandbox
 
 .PHONY: sandbox-up
-sandbox-up: tools ## Start the sandbox cluster in the background (kubeconfig in .sandbox/kubeconfig).
+sandbox-up: tools $(if $(SANDBOX_REAL_NODE),realnode-tools) ## Start the sandbox cluster in the background (kubeconfig in .sandbox/kubeconfig).
 	hack/sandbox.sh up $(SANDBOX_DIR) $(SANDBOX_NODES) $(if $(SANDBOX_REAL_NODE),--real-node)
 
 .PHONY: sandbox-down
