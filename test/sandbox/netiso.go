@@ -40,7 +40,10 @@ import (
 // live in /run, a tmpfs, like the routes themselves: a reboot clears all three together.
 //
 // The realnode bridge's range (10.89.117.0/24 by default) is deliberately not among them:
-// its pods are real and reachable, through a more specific route anyway.
+// its pods are real and reachable, through a more specific route anyway. Its kube-proxy
+// leaves these routes as they are: it rewrites the Service addresses of packets that
+// arrive from the bridge before they are routed, so pods reach Services, while the host's
+// own connections to a cluster IP meet the unreachable route before any rule, as before.
 const (
 	netLockPath  = "/run/kubefledged-sandbox-net.lock"
 	netStatePath = "/run/kubefledged-sandbox-net.json"
