@@ -30,8 +30,9 @@ import (
 // the pod network, which carries the bytes to the API server's loopback port untouched.
 // TLS passes through: clients still verify the API server's certificate against the name
 // they dialled, 10.96.0.1, which the sandbox's serving certificate already holds, so the
-// gateway address needs no place in it. Nothing outside the machine routes to the pod
-// subnet, so the forwarder opens the API server to the node's pods and to nothing else.
+// gateway address needs no place in it. The forwarder relays connections from the pod
+// subnet only: it opens the API server to the node's pods, not to whatever could send a
+// packet to the gateway address.
 
 // endpointManager marks the EndpointSlice as this package's: the API server runs with
 // --endpoint-reconciler-type=none and kube-controller-manager leaves slices of Services
@@ -64,9 +65,10 @@ func createBridge(name string, subnet *net.IPNet) error {
 	return nil
 }
 
-// forwarder relays TCP connections from its listener to target, byte for byte.
+// forwarder relays TCP connections from clients in from to target, byte for byte.
 type forwarder struct {
 	ln     net.Listener
+	from   *net.IPNet
 	target string
 
 	mu     sync.Mutex
@@ -75,12 +77,12 @@ type forwarder struct {
 	wg     sync.WaitGroup
 }
 
-func startForwarder(listen, target string) (*forwarder, error) {
+func startForwarder(listen string, from *net.IPNet, target string) (*forwarder, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("realnode: API forwarder: %w", err)
 	}
-	f := &forwarder{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	f := &forwarder{ln: ln, from: from, target: target, conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.serve()
 	return f, nil
@@ -97,6 +99,10 @@ func (f *forwarder) serve() {
 				fmt.Fprintf(os.Stderr, "realnode: API forwarder: %v\n", err)
 			}
 			return
+		}
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); !ok || !f.from.Contains(a.IP) {
+			_ = c.Close()
+			continue
 		}
 		if !f.track(c) {
 			_ = c.Close()

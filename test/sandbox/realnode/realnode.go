@@ -222,7 +222,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	if err != nil {
 		return nil, err
 	}
-	if n.fwd, err = startForwarder(net.JoinHostPort(gateway(subnet).String(), "0"), target); err != nil {
+	if n.fwd, err = startForwarder(net.JoinHostPort(gateway(subnet).String(), "0"), subnet, target); err != nil {
 		return nil, err
 	}
 	if err := publishAPIEndpoint(ctx, n.client, n.fwd.addr()); err != nil {

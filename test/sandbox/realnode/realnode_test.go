@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,4 +394,61 @@ func sortedKeys(ms ...map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// TestForwarder relays bytes both ways for clients of its subnet and closes others' at once,
+// relaying nothing: the API server behind it must be open to the node's pods only.
+func TestForwarder(t *testing.T) {
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	reached := make(chan struct{}, 8)
+	go func() {
+		for {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			reached <- struct{}{}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }() // echo
+		}
+	}()
+	dial := func(from string) (net.Conn, func()) {
+		t.Helper()
+		_, subnet, _ := net.ParseCIDR(from)
+		f, err := startForwarder("127.0.0.1:0", subnet, backend.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("tcp", f.addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, func() { _ = c.Close(); f.close() }
+	}
+
+	c, done := dial("127.0.0.0/8")
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Errorf("through the forwarder: %q, %v; want the echo", buf, err)
+	}
+	done()
+	<-reached
+
+	c, done = dial("10.89.117.0/24")
+	defer done()
+	if n, err := c.Read(buf); err == nil {
+		t.Errorf("a client outside the subnet read %q", buf[:n])
+	}
+	select {
+	case <-reached:
+		t.Errorf("a client outside the subnet reached the backend")
+	case <-time.After(200 * time.Millisecond):
+	}
 }
