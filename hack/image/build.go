@@ -115,7 +115,7 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.platforms {
 		bin := filepath.Join(work, p.os+"-"+p.arch, "kubefledged")
-		if err := goBuild(ctx, p, o.version, bin); err != nil {
+		if err := goBuild(ctx, p, ".", "-s -w -X "+versionVar+"="+o.version, bin); err != nil {
 			return "", err
 		}
 		binLayer, err := layer(bin+".tar", src.epoch, entry{name: binaryPath, mode: 0o755, src: bin})
@@ -143,19 +143,30 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		return "", err
 	}
 
-	refAnnotations, err := layoutAnnotations(o.ref)
-	if err != nil {
+	if err := writeLayout(work, o.out, index, o.ref); err != nil {
 		return "", err
 	}
-	// Written aside and moved into place, so that a failed build leaves the
-	// last good layout, and blobs of earlier builds do not pile up in it.
+	fmt.Fprintf(os.Stderr, "image: %s (%s) in %s, revision %q, time %s\n",
+		digest, platformList(o.platforms), o.out, src.revision, src.epoch.Format(time.RFC3339))
+	return digest.String(), nil
+}
+
+// writeLayout writes index as the one image index of an OCI layout at out,
+// named by ref in index.json. It is written in work and moved into place, so
+// that a failed build leaves the last good layout, and blobs of earlier
+// builds do not pile up in it.
+func writeLayout(work, out string, index v1.ImageIndex, ref string) error {
+	refAnnotations, err := layoutAnnotations(ref)
+	if err != nil {
+		return err
+	}
 	tmp := filepath.Join(work, "oci")
 	lp, err := layout.Write(tmp, empty.Index)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := lp.AppendIndex(index, layout.WithAnnotations(refAnnotations)); err != nil {
-		return "", err
+		return err
 	}
 	// go-containerregistry leaves blobs 0600 and index.json executable; a
 	// layout others read (skopeo, an import into containerd as another user)
@@ -171,60 +182,59 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		return os.Chmod(p, mode)
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := os.RemoveAll(o.out); err != nil {
-		return "", err
+	if err := os.RemoveAll(out); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, o.out); err != nil {
-		return "", err
-	}
-	fmt.Fprintf(os.Stderr, "image: %s (%s) in %s, revision %q, time %s\n",
-		digest, platformList(o.platforms), o.out, src.revision, src.epoch.Format(time.RFC3339))
-	return digest.String(), nil
+	return os.Rename(tmp, out)
 }
 
-// goBuild cross-compiles the static binary with the Dockerfile's flags.
-// Beyond them: -buildvcs=false, since the Dockerfile's build sees no .git
-// and a checkout's state should not reach the binary (the revision label
-// carries the commit); and the per-architecture levels pinned at Go's
-// defaults, so that a GOAMD64 or GOARM64 in someone's environment cannot
-// change the image.
-func goBuild(ctx context.Context, p platform, version, out string) error {
+// goBuild cross-compiles the package pkg of this module into a static
+// binary with the Dockerfile's flags (ldflags are -ldflags). Beyond them:
+// -buildvcs=false, since the Dockerfile's build sees no .git and a
+// checkout's state should not reach the binary (the revision label carries
+// the commit); and the per-architecture levels pinned at Go's defaults, so
+// that a GOAMD64 or GOARM64 in someone's environment cannot change the image.
+func goBuild(ctx context.Context, p platform, pkg, ldflags, out string) error {
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -X "+versionVar+"="+version, "-o", out, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.os, "GOARCH="+p.arch, "GOAMD64=v1", "GOARM64=v8.0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build for %s: %w", p, err)
+		return fmt.Errorf("go build %s for %s: %w", pkg, p, err)
 	}
-	fmt.Fprintf(os.Stderr, "image: built the %s binary in %s\n", p, time.Since(start).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "image: built %s for %s in %s\n", path.Base(out), p, time.Since(start).Round(time.Second))
 	return nil
 }
 
 func image(p platform, epoch time.Time, labels map[string]string, layers []mutate.Addendum) (v1.Image, error) {
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.ConfigFile(img, &v1.ConfigFile{
-		OS:           p.os,
-		Architecture: p.arch,
-		Created:      v1.Time{Time: epoch},
-		Config: v1.Config{
-			User:       user,
-			WorkingDir: workDir,
-			Entrypoint: []string{binaryPath},
-			// HOME is set rather than left to the runtime's lookup in
-			// /etc/passwd, which not every runtime makes: Helm keeps its
-			// caches under it.
-			Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + homeDir},
-			Labels: labels,
-		},
-		RootFS: v1.RootFS{Type: "layers"},
+	img, err := configured(p, epoch, v1.Config{
+		User:       user,
+		WorkingDir: workDir,
+		Entrypoint: []string{binaryPath},
+		// HOME is set rather than left to the runtime's lookup in
+		// /etc/passwd, which not every runtime makes: Helm keeps its
+		// caches under it.
+		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + homeDir},
+		Labels: labels,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return mutate.Append(img, layers...)
+}
+
+// configured is an empty OCI image for p with config c, created at epoch.
+func configured(p platform, epoch time.Time, c v1.Config) (v1.Image, error) {
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	return mutate.ConfigFile(img, &v1.ConfigFile{
+		OS:           p.os,
+		Architecture: p.arch,
+		Created:      v1.Time{Time: epoch},
+		Config:       c,
+		RootFS:       v1.RootFS{Type: "layers"},
+	})
 }
 
 func history(epoch time.Time, createdBy string) v1.History {

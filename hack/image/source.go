@@ -43,33 +43,18 @@ type sourceFile struct {
 }
 
 func readSource() (*source, error) {
-	if _, err := os.Stat("go.mod"); err != nil {
-		return nil, fmt.Errorf("run from the repository root (make image does): %w", err)
-	}
 	s := &source{}
-	inGit := exec.Command("git", "rev-parse", "--is-inside-work-tree").Run() == nil
-	var err error
+	inGit, err := s.readRevision()
+	if err != nil {
+		return nil, err
+	}
 	if inGit {
-		s.revision, err = gitOutput("rev-parse", "HEAD")
-		if err != nil {
-			return nil, err
-		}
-		changes, err := gitOutput("status", "--porcelain", "--untracked-files=no")
-		if err != nil {
-			return nil, err
-		}
-		if changes != "" {
-			s.revision += "-dirty"
-		}
 		s.files, err = gitFiles()
 	} else {
 		fmt.Fprintln(os.Stderr, "image: not a git checkout: no revision label, and the files are taken as found")
 		s.files, err = walkFiles()
 	}
 	if err != nil {
-		return nil, err
-	}
-	if s.epoch, err = sourceDateEpoch(inGit); err != nil {
 		return nil, err
 	}
 	raw, err := os.ReadFile(chartFile)
@@ -83,6 +68,31 @@ func readSource() (*source, error) {
 		return nil, fmt.Errorf("%s: want a description and a home for the image's labels", chartFile)
 	}
 	return s, nil
+}
+
+// readRevision sets the revision and the epoch from the checkout, and says
+// whether there is one. Every image of this program (ours, the bundle, the
+// catalog, the OLM tool images) takes its timestamps from here.
+func (s *source) readRevision() (inGit bool, err error) {
+	if _, err := os.Stat("go.mod"); err != nil {
+		return false, fmt.Errorf("run from the repository root (make image does): %w", err)
+	}
+	inGit = exec.Command("git", "rev-parse", "--is-inside-work-tree").Run() == nil
+	if inGit {
+		s.revision, err = gitOutput("rev-parse", "HEAD")
+		if err != nil {
+			return false, err
+		}
+		changes, err := gitOutput("status", "--porcelain", "--untracked-files=no")
+		if err != nil {
+			return false, err
+		}
+		if changes != "" {
+			s.revision += "-dirty"
+		}
+	}
+	s.epoch, err = sourceDateEpoch(inGit)
+	return inGit, err
 }
 
 // sourceDateEpoch follows reproducible-builds.org's SOURCE_DATE_EPOCH when it
