@@ -22,3 +22,16 @@ image: ## Build the multi-arch image into bin/image/oci (OCI layout); prints the
 .PHONY: image-push
 image-push: image ## Build, then push the index to IMG=registry/repo:tag (HTTPS; plain HTTP for localhost, 127.0.0.1 or INSECURE=1).
 	go run ./hack/image push -layout $(IMAGE_DIR)/oci $(if $(INSECURE),-insecure) $(IMG)
+
+# The OLM bundle as an image, by the same program (see hack/image/bundle.go).
+# BUNDLE_IMG comes from hack/olm.mk.
+BUNDLE_IMAGE_DIR ?= $(LOCALBIN)/bundle-image
+
+.PHONY: bundle-image
+bundle-image: ## Build the bundle image from bundle/ into bin/bundle-image/oci (BUNDLE_IMG names it); prints its digest.
+	go run ./hack/image bundle -dir bundle -out $(BUNDLE_IMAGE_DIR)/oci -digest-file $(BUNDLE_IMAGE_DIR)/digest \
+		-ref $(BUNDLE_IMG) $(if $(IMAGE_PLATFORMS),-platforms $(IMAGE_PLATFORMS))
+
+.PHONY: bundle-image-push
+bundle-image-push: bundle-image ## Build, then push the bundle image to BUNDLE_IMG.
+	go run ./hack/image push -layout $(BUNDLE_IMAGE_DIR)/oci $(if $(INSECURE),-insecure) $(BUNDLE_IMG)

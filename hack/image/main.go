@@ -1,10 +1,12 @@
-// Command image builds kube-fledged's multi-platform container image, and
-// pushes it, without a Docker engine:
+// Command image builds kube-fledged's multi-platform container image and
+// its OLM bundle image, and pushes either, without a Docker engine:
 //
 //	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm64] [-digest-file FILE]
+//	go run ./hack/image bundle -out DIR -ref BUNDLE_IMG [-dir bundle]
 //	go run ./hack/image push -layout DIR [-insecure] IMG
 //
-// `make image` and `make image-push` (hack/image.mk) run it. The dev
+// `make image`, `make bundle-image` and their -push targets (hack/image.mk)
+// run it; bundle.go says what the bundle image holds and why. The dev
 // machines and CI have no Docker engine and cannot pull gcr.io's distroless
 // base, so the image is put together from scratch with go-containerregistry,
 // to the same shape as the Dockerfile's (test/dockerfile holds the two
@@ -37,6 +39,7 @@ import (
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   image build -out DIR -version VERSION [-ref IMG] [-platforms LIST] [-digest-file FILE]
+  image bundle -out DIR -ref BUNDLE_IMG [-dir bundle] [-platforms LIST] [-digest-file FILE]
   image push -layout DIR [-insecure] IMG
 `)
 	os.Exit(2)
@@ -54,6 +57,8 @@ func main() {
 	switch os.Args[1] {
 	case "build":
 		err = buildCommand(ctx, os.Args[2:])
+	case "bundle":
+		err = bundleCommand(ctx, os.Args[2:])
 	case "push":
 		err = pushCommand(ctx, os.Args[2:])
 	default:
@@ -65,8 +70,22 @@ func main() {
 	}
 }
 
+func newFlags(name string) *flag.FlagSet { return flag.NewFlagSet(name, flag.ExitOnError) }
+
+// report prints the digest alone on stdout, so that a script can take it
+// with $(...), and writes it to file when one is named.
+func report(digest, file string) error {
+	if file != "" {
+		if err := os.WriteFile(file, []byte(digest+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Println(digest)
+	return nil
+}
+
 func buildCommand(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("build", flag.ExitOnError)
+	fs := newFlags("build")
 	out := fs.String("out", "", "the OCI layout directory to write (replaced if it exists)")
 	version := fs.String("version", "", "the release version, as `kubefledged version` reports it (v0.11.0)")
 	ref := fs.String("ref", "", "the image reference to name the index by in the layout's index.json (optional)")
@@ -86,18 +105,11 @@ func buildCommand(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *digestFile != "" {
-		if err := os.WriteFile(*digestFile, []byte(digest+"\n"), 0o644); err != nil {
-			return err
-		}
-	}
-	// Alone on stdout, so that a script can take it with $(...).
-	fmt.Println(digest)
-	return nil
+	return report(digest, *digestFile)
 }
 
 func pushCommand(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("push", flag.ExitOnError)
+	fs := newFlags("push")
 	dir := fs.String("layout", "", "the OCI layout `image build` wrote")
 	insecure := fs.Bool("insecure", false, "allow plain HTTP to the registry (always allowed for localhost and loopback addresses)")
 	_ = fs.Parse(args)

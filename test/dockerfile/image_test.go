@@ -98,12 +98,11 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// builtImage is the image as `make image` builds it; n is 0 for the build
-// every test shares, 1 for the second the reproducibility test needs.
-func builtImage(t *testing.T, n int) *built {
+// imageTool is hack/image, built once for every test of the package.
+func imageTool(t *testing.T) string {
 	t.Helper()
 	requireGo(t)
-	root, version := repoRoot(t), "v"+makeVersion(t)
+	root := repoRoot(t)
 	shared.once.Do(func() {
 		if shared.dir, shared.err = os.MkdirTemp("", "kubefledged-image-test-"); shared.err != nil {
 			return
@@ -118,11 +117,19 @@ func builtImage(t *testing.T, n int) *built {
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
+	return shared.tool
+}
+
+// builtImage is the image as `make image` builds it; n is 0 for the build
+// every test shares, 1 for the second the reproducibility test needs.
+func builtImage(t *testing.T, n int) *built {
+	t.Helper()
+	root, version, tool := repoRoot(t), "v"+makeVersion(t), imageTool(t)
 	b := &builds[n]
 	b.once.Do(func() {
 		start := time.Now()
 		out := filepath.Join(shared.dir, fmt.Sprintf("build-%d", n))
-		cmd := exec.Command(shared.tool, "build", "-out", filepath.Join(out, "oci"),
+		cmd := exec.Command(tool, "build", "-out", filepath.Join(out, "oci"),
 			"-digest-file", filepath.Join(out, "digest"), "-version", version, "-ref", testRef)
 		cmd.Dir = root
 		var stderr bytes.Buffer
