@@ -1,18 +1,23 @@
-// Command image builds kube-fledged's multi-platform container image and
-// its OLM bundle image, and pushes either, without a Docker engine:
+// Command image builds kube-fledged's multi-platform container image, its
+// OLM bundle image, and the OLM tool images the OLM e2e runs, and pushes any
+// of them, without a Docker engine:
 //
 //	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm64] [-digest-file FILE]
 //	go run ./hack/image bundle -out DIR -ref BUNDLE_IMG [-dir bundle]
+//	go run ./hack/image opm -out DIR -ref IMG -opm bin/opm -probe bin/grpc_health_probe
+//	go run ./hack/image util -out DIR -ref IMG -cpb bin/cpb
 //	go run ./hack/image push -layout DIR [-insecure] IMG
 //
 // `make image`, `make bundle-image` and their -push targets (hack/image.mk)
-// run it; bundle.go says what the bundle image holds and why. The dev
-// machines and CI have no Docker engine and cannot pull gcr.io's distroless
-// base, so the image is put together from scratch with go-containerregistry,
-// to the same shape as the Dockerfile's (test/dockerfile holds the two
-// together): the static binary at /kubefledged, watches.yaml and the chart in
-// the working directory /opt/kubefledged, user 65532, and, standing in for
-// the distroless base, the few files of it the product relies on.
+// run it; bundle.go and olmtools.go say what the OLM images hold and why.
+//
+// The dev machines and CI have no Docker engine and cannot pull gcr.io's
+// distroless base, so our image is put together from scratch with
+// go-containerregistry, to the same shape as the Dockerfile's
+// (test/dockerfile holds the two together): the static binary at
+// /kubefledged, watches.yaml and the chart in the working directory
+// /opt/kubefledged, user 65532, and, standing in for the distroless base,
+// the few files of it the product relies on.
 //
 // Why not ko, which does much of this: ko would be one more pinned tool to
 // build from the module proxy, while go-containerregistry (on which ko itself
@@ -40,6 +45,8 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   image build -out DIR -version VERSION [-ref IMG] [-platforms LIST] [-digest-file FILE]
   image bundle -out DIR -ref BUNDLE_IMG [-dir bundle] [-platforms LIST] [-digest-file FILE]
+  image opm -out DIR -ref IMG -opm BIN -probe BIN [-digest-file FILE]
+  image util -out DIR -ref IMG -cpb BIN [-digest-file FILE]
   image push -layout DIR [-insecure] IMG
 `)
 	os.Exit(2)
@@ -59,6 +66,10 @@ func main() {
 		err = buildCommand(ctx, os.Args[2:])
 	case "bundle":
 		err = bundleCommand(ctx, os.Args[2:])
+	case "opm":
+		err = opmCommand(ctx, os.Args[2:])
+	case "util":
+		err = utilCommand(ctx, os.Args[2:])
 	case "push":
 		err = pushCommand(ctx, os.Args[2:])
 	default:
