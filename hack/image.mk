@@ -23,9 +23,14 @@ image: ## Build the multi-arch image into bin/image/oci (OCI layout); prints the
 image-push: image ## Build, then push the index to IMG=registry/repo:tag (HTTPS; plain HTTP for localhost, 127.0.0.1 or INSECURE=1).
 	go run ./hack/image push -layout $(IMAGE_DIR)/oci $(if $(INSECURE),-insecure) $(IMG)
 
-# The OLM bundle as an image, by the same program (see hack/image/bundle.go).
-# BUNDLE_IMG comes from hack/olm.mk.
+# The OLM bundle and a file-based catalog of it, as images, by the same
+# program (see hack/image/bundle.go and catalog.go). BUNDLE_IMG comes from
+# hack/olm.mk. The catalog names the bundle by BUNDLE_IMG, so pushing the
+# catalog pushes the bundle first: a catalog whose bundle cannot be pulled
+# installs nothing.
 BUNDLE_IMAGE_DIR ?= $(LOCALBIN)/bundle-image
+CATALOG_IMAGE_DIR ?= $(LOCALBIN)/catalog-image
+CATALOG_IMG ?= ghcr.io/kubefledged/kubefledged-catalog:v$(VERSION)
 
 .PHONY: bundle-image
 bundle-image: ## Build the bundle image from bundle/ into bin/bundle-image/oci (BUNDLE_IMG names it); prints its digest.
@@ -35,3 +40,13 @@ bundle-image: ## Build the bundle image from bundle/ into bin/bundle-image/oci (
 .PHONY: bundle-image-push
 bundle-image-push: bundle-image ## Build, then push the bundle image to BUNDLE_IMG.
 	go run ./hack/image push -layout $(BUNDLE_IMAGE_DIR)/oci $(if $(INSECURE),-insecure) $(BUNDLE_IMG)
+
+.PHONY: catalog-image
+catalog-image: bundle-image $(OPM) $(LOCALBIN)/grpc_health_probe ## Build a file-based catalog of the bundle (opm render, validate, serve cache) into bin/catalog-image/oci; CATALOG_IMG names it.
+	go run ./hack/image catalog -out $(CATALOG_IMAGE_DIR)/oci -configs $(CATALOG_IMAGE_DIR)/configs \
+		-digest-file $(CATALOG_IMAGE_DIR)/digest -ref $(CATALOG_IMG) \
+		-opm $(OPM) -probe $(LOCALBIN)/grpc_health_probe -bundle $(BUNDLE_IMAGE_DIR)/oci
+
+.PHONY: catalog-image-push
+catalog-image-push: catalog-image bundle-image-push ## Build, then push the bundle to BUNDLE_IMG and the catalog to CATALOG_IMG.
+	go run ./hack/image push -layout $(CATALOG_IMAGE_DIR)/oci $(if $(INSECURE),-insecure) $(CATALOG_IMG)

@@ -1,15 +1,17 @@
 // Command image builds kube-fledged's multi-platform container image, its
-// OLM bundle image, and the OLM tool images the OLM e2e runs, and pushes any
-// of them, without a Docker engine:
+// OLM bundle and catalog images, and the OLM tool images the OLM e2e runs,
+// and pushes any of them, without a Docker engine:
 //
 //	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm64] [-digest-file FILE]
 //	go run ./hack/image bundle -out DIR -ref BUNDLE_IMG [-dir bundle]
+//	go run ./hack/image catalog -out DIR -ref CATALOG_IMG -opm bin/opm -probe bin/grpc_health_probe -bundle LAYOUT...
 //	go run ./hack/image opm -out DIR -ref IMG -opm bin/opm -probe bin/grpc_health_probe
 //	go run ./hack/image util -out DIR -ref IMG -cpb bin/cpb
 //	go run ./hack/image push -layout DIR [-insecure] IMG
 //
-// `make image`, `make bundle-image` and their -push targets (hack/image.mk)
-// run it; bundle.go and olmtools.go say what the OLM images hold and why.
+// `make image`, `make bundle-image`, `make catalog-image` and their -push
+// targets (hack/image.mk) run it; bundle.go, catalog.go and olmtools.go say
+// what the OLM images hold and why.
 //
 // The dev machines and CI have no Docker engine and cannot pull gcr.io's
 // distroless base, so our image is put together from scratch with
@@ -45,6 +47,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   image build -out DIR -version VERSION [-ref IMG] [-platforms LIST] [-digest-file FILE]
   image bundle -out DIR -ref BUNDLE_IMG [-dir bundle] [-platforms LIST] [-digest-file FILE]
+  image catalog -out DIR -ref CATALOG_IMG -opm BIN -probe BIN -bundle LAYOUT... [-configs DIR] [-digest-file FILE]
   image opm -out DIR -ref IMG -opm BIN -probe BIN [-digest-file FILE]
   image util -out DIR -ref IMG -cpb BIN [-digest-file FILE]
   image push -layout DIR [-insecure] IMG
@@ -66,6 +69,8 @@ func main() {
 		err = buildCommand(ctx, os.Args[2:])
 	case "bundle":
 		err = bundleCommand(ctx, os.Args[2:])
+	case "catalog":
+		err = catalogCommand(ctx, os.Args[2:])
 	case "opm":
 		err = opmCommand(ctx, os.Args[2:])
 	case "util":
