@@ -13,7 +13,14 @@ type Child struct{ p *process }
 
 // StartChild runs bin with args, its output appended to logDir/<name>.log.
 func StartChild(logDir, name, bin string, args ...string) (*Child, error) {
-	p, err := startProcess(logDir, name, bin, args, nil)
+	return StartChildEnv(logDir, name, bin, nil, args...)
+}
+
+// StartChildEnv is StartChild with env ("KEY=value") added to the test's
+// environment: OLM's operators, say, find their kubeconfig and their gRPC
+// proxy there.
+func StartChildEnv(logDir, name, bin string, env []string, args ...string) (*Child, error) {
+	p, err := startProcess(logDir, name, bin, args, env)
 	if err != nil {
 		return nil, err
 	}
