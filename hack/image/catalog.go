@@ -125,6 +125,9 @@ func buildCatalog(ctx context.Context, o catalogOptions) (string, error) {
 		return "", err
 	}
 	pkg := bundles[len(bundles)-1].annotations[annotationPkg]
+	if strings.ContainsAny(pkg, `/\`) || pkg == "." || pkg == ".." {
+		return "", fmt.Errorf("catalog: package name %q cannot name a directory", pkg)
+	}
 	configs := filepath.Join(work, "configs")
 	catalogFile := filepath.Join(configs, pkg, "catalog.json")
 	if err := os.MkdirAll(filepath.Dir(catalogFile), 0o755); err != nil {
@@ -138,10 +141,10 @@ func buildCatalog(ctx context.Context, o catalogOptions) (string, error) {
 	if err := os.WriteFile(catalogFile, buf.Bytes(), 0o644); err != nil {
 		return "", err
 	}
-	if err := runOPM(ctx, o.opm, nil, "validate", configs); err != nil {
+	if err := runOPM(ctx, o.opm, "validate", configs); err != nil {
 		return "", err
 	}
-	if err := runOPM(ctx, o.opm, nil, "serve", configs, "--cache-dir="+filepath.Join(work, "cache"), "--cache-only"); err != nil {
+	if err := runOPM(ctx, o.opm, "serve", configs, "--cache-dir="+filepath.Join(work, "cache"), "--cache-only"); err != nil {
 		return "", err
 	}
 	if o.configs != "" {
@@ -447,9 +450,8 @@ func packageBlobs(bundles []*catalogBundle) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-func runOPM(ctx context.Context, opm string, env []string, args ...string) error {
+func runOPM(ctx context.Context, opm string, args ...string) error {
 	cmd := exec.CommandContext(ctx, opm, args...)
-	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("catalog: opm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
