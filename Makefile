@@ -73,7 +73,7 @@ lint: ## go vet and gofmt check.
 	go vet ./...
 
 .PHONY: test
-test: tools realnode-tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
+test: tools realnode-tools olm-e2e-tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
 	$(MAKE) bundle-validate fuzz run-smoke
 

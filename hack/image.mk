@@ -42,7 +42,7 @@ bundle-image-push: bundle-image ## Build, then push the bundle image to BUNDLE_I
 	go run ./hack/image push -layout $(BUNDLE_IMAGE_DIR)/oci $(if $(INSECURE),-insecure) $(BUNDLE_IMG)
 
 .PHONY: catalog-image
-catalog-image: bundle-image $(OPM) $(LOCALBIN)/grpc_health_probe ## Build a file-based catalog of the bundle (opm render, validate, serve cache) into bin/catalog-image/oci; CATALOG_IMG names it.
+catalog-image: bundle-image $(OPM) $(LOCALBIN)/grpc_health_probe ## Build a file-based catalog of the bundle (opm render, validate) into bin/catalog-image/oci; CATALOG_IMG names it.
 	go run ./hack/image catalog -out $(CATALOG_IMAGE_DIR)/oci -configs $(CATALOG_IMAGE_DIR)/configs \
 		-digest-file $(CATALOG_IMAGE_DIR)/digest -ref $(CATALOG_IMG) \
 		-opm $(OPM) -probe $(LOCALBIN)/grpc_health_probe -bundle $(BUNDLE_IMAGE_DIR)/oci

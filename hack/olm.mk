@@ -73,7 +73,7 @@ bundle-verify: $(OPERATOR_SDK) $(KUSTOMIZE) ## Fail when bundle/ or bundle.Docke
 	@echo "the OLM bundle matches its sources"
 
 .PHONY: bundle-build
-bundle-build: ## Build the bundle image from bundle/ (needs a Docker engine; none on the dev machines).
+bundle-build: ## Build the bundle image with Docker (none on the dev machines: make bundle-image builds it without).
 	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
 
 ##@ Deployment with kustomize
