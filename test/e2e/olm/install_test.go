@@ -129,21 +129,30 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 	for _, a := range container.Args {
 		args = append(args, expand(a, env))
 	}
-	t.Logf("running: kubefledged %s (env %v)", strings.Join(args, " "), env)
-
 	kubeconfig := serviceAccountKubeconfig(t, g, cs, ns, d.Spec.Template.Spec.ServiceAccountName)
 	checkIdentity(t, g, kubeconfig)
 
+	// A pod has its own network namespace, so its ports are always free; on
+	// this host other tests' processes may hold them (OLM's operators bind
+	// :8080). Each container port becomes a free port of the host, in the
+	// arguments that bind it and in the probes' view.
 	ports := map[string]int32{}
 	for _, p := range container.Ports {
-		ports[p.Name] = p.ContainerPort
-		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p.ContainerPort)); err != nil {
-			t.Fatalf("port %d (%s) of the operator's container is taken on this machine: %v", p.ContainerPort, p.Name, err)
-		} else {
-			l.Close()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		free := int32(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		ports[p.Name] = free
+		for i, a := range args {
+			if strings.HasSuffix(a, fmt.Sprintf(":%d", p.ContainerPort)) {
+				args[i] = strings.TrimSuffix(a, fmt.Sprintf("%d", p.ContainerPort)) + fmt.Sprintf("%d", free)
+			}
 		}
 	}
 
+	t.Logf("running: kubefledged %s (env %v)", strings.Join(args, " "), env)
 	begin := time.Now()
 	op := startBinary(t, bin, append(args, "--kubeconfig="+kubeconfig), env)
 
