@@ -71,11 +71,11 @@ func checkInstall(t *testing.T, in installation) {
 	t.Logf("%s: the webhook refused a bad ImageCache %s after the controller was Ready", in.how, time.Since(t0).Round(time.Millisecond))
 
 	t0 = time.Now()
-	retained := cacheSucceeds(g, in.namespace, "retained", retainedImages)
-	t.Logf("%s: cache of %d images Succeeded in %s (%s from its create)", in.how, len(retainedImages),
+	retained := cacheSucceeds(g, in.namespace, "retained", retainedImages(in.how))
+	t.Logf("%s: cache of %d images Succeeded in %s (%s from its create)", in.how, len(retainedImages(in.how)),
 		retained.Status.CompletionTime.Sub(retained.Status.StartTime.Time), time.Since(t0).Round(time.Millisecond))
 	js := jobsOf(g, in.namespace, "retained")
-	g.Expect(js).To(HaveLen(len(retainedImages)), "retain keeps one Job per image")
+	g.Expect(js).To(HaveLen(len(retainedImages(in.how))), "retain keeps one Job per image")
 	for _, j := range js {
 		g.Expect(j.Labels).To(HaveKeyWithValue(jobs.LabelResult, jobs.ResultSucceeded), "Job %s", j.Name)
 		g.Expect(j.Annotations).To(HaveKeyWithValue(jobs.AnnotationNode, node.Name()), "Job %s", j.Name)
@@ -94,14 +94,14 @@ func checkInstall(t *testing.T, in installation) {
 
 	seen := watchJobs(t, in.namespace, "deleted")
 	t0 = time.Now()
-	deleted := cacheSucceeds(g, in.namespace, "deleted", deletedImages)
-	t.Logf("%s: cache of %d images Succeeded under delete in %s (%s from its create)", in.how, len(deletedImages),
+	deleted := cacheSucceeds(g, in.namespace, "deleted", deletedImages(in.how))
+	t.Logf("%s: cache of %d images Succeeded under delete in %s (%s from its create)", in.how, len(deletedImages(in.how)),
 		deleted.Status.CompletionTime.Sub(deleted.Status.StartTime.Time), time.Since(t0).Round(time.Millisecond))
 	g.Eventually(func(g Gomega) {
 		g.Expect(jobsOf(g, in.namespace, "deleted")).To(BeEmpty())
 	}).WithTimeout(cacheTimeout).WithPolling(poll).Should(Succeed(), "delete left Jobs behind")
 	added, gone := seen()
-	g.Expect(added).To(HaveLen(len(deletedImages)), "Jobs created for the cache under delete")
+	g.Expect(added).To(HaveLen(len(deletedImages(in.how))), "Jobs created for the cache under delete")
 	g.Expect(gone).To(ConsistOf(added), "Jobs deleted again")
 	onlyOnTheRealNode(g, in.namespace)
 }

@@ -530,14 +530,10 @@ func rulesEqual(a, b []rbacv1.PolicyRule) bool {
 
 // installFirstExample creates the first alm-example of the installed CSV
 // (what OperatorHub offers first) and waits for its release. The example
-// itself is held to the CRD's schema, strictly, as it is; then three
-// values are set on it, which this cluster needs and the common end starts
-// from: the node's containerd socket, which is not at the default path,
-// for the delete Jobs; the retain policy; and the Always pull policy. The
-// last because the common end caches the same images for every install
-// path on the one node: after TestHelm the node holds them, and under
-// IfNotPresent the controller would rightly make no Job for them, where
-// the common end counts one per image.
+// itself is held to the CRD's schema, strictly, as it is; then two values
+// are set on it, which this cluster needs and the common end starts from:
+// the node's containerd socket, which is not at the default path, for the
+// delete Jobs; and the retain policy.
 func (r *olmRun) installFirstExample() (*unstructured.Unstructured, error) {
 	csv, err := get(r.ctx, r.c, olmV1alpha1, "ClusterServiceVersion", operatorNS, csvV1)
 	if err != nil {
@@ -555,7 +551,7 @@ func (r *olmRun) installFirstExample() (*unstructured.Unstructured, error) {
 	if err := r.c.Create(r.ctx, ex.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict")); err != nil {
 		return nil, fmt.Errorf("the alm-example as OperatorHub shows it: %w", err)
 	}
-	for field, v := range map[string]string{"jobRetentionPolicy": "retain", "criSocketPath": node.CRISocket(), "imagePullPolicy": "Always"} {
+	for field, v := range map[string]string{"jobRetentionPolicy": "retain", "criSocketPath": node.CRISocket()} {
 		if err := unstructured.SetNestedField(ex.Object, v, "spec", "controller", field); err != nil {
 			return nil, err
 		}

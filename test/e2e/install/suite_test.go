@@ -58,11 +58,18 @@ var (
 )
 
 // Test images, pushed to the node's registry under names of the registries it mirrors:
-// the caches name them as users name theirs. Each has content of its own.
-var (
-	retainedImages = []string{"ghcr.io/kubefledged/e2e-install-a:v1", "docker.io/library/e2e-install-b:v1"}
-	deletedImages  = []string{"us.gcr.io/kubefledged/e2e-install-c:v1", "quay.io/kubefledged/e2e-install-d:v1"}
-)
+// the caches name them as users name theirs. Each has content of its own, and each way in
+// has images of its own (tagged with its name): the node keeps what one install pulled,
+// and under IfNotPresent the next would rightly find nothing to pull.
+var installs = []string{"helm", "kustomize", "olm"}
+
+func retainedImages(how string) []string {
+	return []string{"ghcr.io/kubefledged/e2e-install-a:" + how, "docker.io/library/e2e-install-b:" + how}
+}
+
+func deletedImages(how string) []string {
+	return []string{"us.gcr.io/kubefledged/e2e-install-c:" + how, "quay.io/kubefledged/e2e-install-d:" + how}
+}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -239,7 +246,11 @@ func pushImages(ctx context.Context, oci string) error {
 	if err := node.PushIndexAs(ctx, ourImage, idx); err != nil {
 		return err
 	}
-	for _, ref := range append(append([]string{}, retainedImages...), deletedImages...) {
+	var refs []string
+	for _, how := range installs {
+		refs = append(append(refs, retainedImages(how)...), deletedImages(how)...)
+	}
+	for _, ref := range refs {
 		l, err := realnode.NewLayer(realnode.File{Path: "/data/which", Data: []byte(ref + "\n")})
 		if err != nil {
 			return err
