@@ -329,7 +329,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	metrics.RegisterCachesByStatus(mgr.GetClient())
+	metrics.RegisterCaches(mgr.GetClient())
 	if err := webhook.Setup(mgr, o.Webhook); err != nil {
 		return err
 	}

@@ -1,18 +1,19 @@
 // Package metrics defines the controller's domain metrics (#117), served on
 // the controller-runtime metrics endpoint beside its defaults (reconcile
-// counts and durations, work queue depth, client-go requests).
+// counts and durations, work queue depth, client-go requests, and
+// leader_election_master_status when leader election is on).
 package metrics
 
 import (
-	"context"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
+// The counters carry no image or cache label on purpose: a counter's series
+// live as long as the process, and image references change with every new
+// tag, so a per-image counter would grow without bound. What is per cache
+// or per image is read from the caches' status at scrape time (caches.go),
+// where it goes away with the cache or the failure.
 var (
 	// JobsCreated counts Jobs created, by kind (pull, delete).
 	JobsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -46,59 +47,4 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(JobsCreated, JobsFinished, ImagePulls, OperationDuration, JobsInFlight)
-}
-
-// CachesByStatus reports the number of ImageCaches in each status, read
-// from the informer cache at scrape time, so it is never stale or leaked.
-type CachesByStatus struct {
-	Reader client.Reader
-	desc   *prometheus.Desc
-}
-
-// RegisterCachesByStatus registers the collector once per process; a second
-// registration (tests start several controllers) replaces the reader.
-func RegisterCachesByStatus(r client.Reader) {
-	cachesCollector.Reader = r
-	registerOnce()
-}
-
-var cachesCollector = &CachesByStatus{desc: prometheus.NewDesc("kubefledged_imagecaches",
-	"ImageCaches by status of their latest operation.", []string{"status"}, nil)}
-
-var registered bool
-
-func registerOnce() {
-	if !registered {
-		crmetrics.Registry.MustRegister(cachesCollector)
-		registered = true
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c *CachesByStatus) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect implements prometheus.Collector.
-func (c *CachesByStatus) Collect(ch chan<- prometheus.Metric) {
-	if c.Reader == nil {
-		return
-	}
-	list := &v1alpha2.ImageCacheList{}
-	if err := c.Reader.List(context.Background(), list); err != nil {
-		return
-	}
-	counts := map[string]int{}
-	for _, s := range []v1alpha2.ImageCacheActionStatus{v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheActionStatusSucceeded,
-		v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheActionStatusAborted, v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted} {
-		counts[string(s)] = 0
-	}
-	for _, ic := range list.Items {
-		s := string(ic.Status.Status)
-		if s == "" {
-			s = "Pending"
-		}
-		counts[s]++
-	}
-	for s, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), s)
-	}
 }
