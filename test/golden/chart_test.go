@@ -541,6 +541,11 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"nested typo", "controller: {jobRetentionPolcy: retain}", []string{"jobRetentionPolcy"}},
 		{"leader election off with replicas", "controller: {replicaCount: 2, leaderElect: false}", []string{"leaderElect"}},
 		{"issuer without name", "webhook: {certManager: {enabled: true, issuerRef: {kind: ClusterIssuer}}}", []string{"issuerRef"}},
+		{"failure ratio above 1", "prometheusRule: {pullFailureRatio: 2}", []string{"/prometheusRule/pullFailureRatio"}},
+		{"alert window without unit", "prometheusRule: {window: 60}", []string{"/prometheusRule/window"}},
+		{"alert wait in words", "prometheusRule: {downFor: five minutes}", []string{"/prometheusRule/downFor"}},
+		{"prometheus duration", "prometheusRule: {cacheFailingFor: 1d}", []string{"/prometheusRule/cacheFailingFor"}},
+		{"dashboard typo", "grafanaDashboard: {enable: true}", []string{"enable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

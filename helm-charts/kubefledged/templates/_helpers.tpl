@@ -182,3 +182,29 @@ digest.
 {{- $ref -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+kubefledged.seconds: a Go duration (the controller's flags' form: 90s, 5m,
+1h30m, 1.5h) as whole seconds, rounded up; "0" and "0s" give 0. The alerts
+compare and wait in seconds, so that every duration value of the chart has
+the one form the controller's flags already use.
+*/}}
+{{- define "kubefledged.seconds" -}}
+{{- $scale := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" . -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $part -}}
+{{- $total = addf $total (mulf (float64 $num) (index $scale (trimPrefix $num $part))) -}}
+{{- end -}}
+{{- ceil $total | int -}}
+{{- end -}}
+
+{{/*
+kubefledged.metricSelector: the PromQL label matchers of the controller's
+series as Prometheus stores them. By default those the chart's
+ServiceMonitor gives: prometheus-operator names the job after the Service
+and adds the namespace it runs in.
+*/}}
+{{- define "kubefledged.metricSelector" -}}
+{{- default (printf "job=%q,namespace=%q" (printf "%s-metrics" (include "kubefledged.fullname" .root)) .root.Release.Namespace) .v.prometheusRule.selector -}}
+{{- end -}}

@@ -202,6 +202,8 @@ func operatorNeeds(t *testing.T) []access {
 		"Role": {"rbac.authorization.k8s.io", "roles"}, "RoleBinding": {"rbac.authorization.k8s.io", "rolebindings"},
 		"ValidatingWebhookConfiguration": {"admissionregistration.k8s.io", "validatingwebhookconfigurations"},
 		"ServiceMonitor":                 {"monitoring.coreos.com", "servicemonitors"},
+		"PrometheusRule":                 {"monitoring.coreos.com", "prometheusrules"},
+		"ConfigMap":                      {"", "configmaps"},
 		"Issuer":                         {"cert-manager.io", "issuers"}, "Certificate": {"cert-manager.io", "certificates"},
 	}
 	out := join(
@@ -217,7 +219,8 @@ func operatorNeeds(t *testing.T) []access {
 	for _, vals := range []map[string]interface{}{
 		nil,
 		{"controller": map[string]interface{}{"replicaCount": 2}, "metrics": map[string]interface{}{"service": map[string]interface{}{"enabled": true}, "serviceMonitor": map[string]interface{}{"enabled": true}},
-			"webhook": map[string]interface{}{"certManager": map[string]interface{}{"enabled": true}}},
+			"webhook":        map[string]interface{}{"certManager": map[string]interface{}{"enabled": true}},
+			"prometheusRule": map[string]interface{}{"enabled": true}, "grafanaDashboard": map[string]interface{}{"enabled": true}},
 	} {
 		for _, m := range manifestsOf(t, vals) {
 			kind := m.Head.Kind
@@ -271,7 +274,6 @@ func operatorDenied() []access {
 		allow("bind,escalate", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin", "granting what it does not hold"),
 		allow("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "mutating webhooks"),
 		allow("create", "certificates.k8s.io", "certificatesigningrequests", "", "", "certificates signed by the cluster"),
-		allow("get", "", "configmaps", "kube-system", "", "configuration"),
 		allow("create,delete", "kubefledged.io", "imagecaches", "default", "", "caches are the users'"),
 		allow("create,delete", "charts.helm.kubefledged.io", "kubefledgeds", "default", "", "its resources are the users'"),
 	)

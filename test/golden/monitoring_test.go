@@ -1,0 +1,190 @@
+package golden
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// promRule is the part of a PrometheusRule the tests read.
+type promRule struct {
+	Metadata struct {
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string            `json:"alert"`
+				Expr   string            `json:"expr"`
+				For    string            `json:"for"`
+				Labels map[string]string `json:"labels"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
+func prometheusRule(t *testing.T, r Rendered) *promRule {
+	t.Helper()
+	ms := r.Find("PrometheusRule", "")
+	if len(ms) != 1 {
+		t.Fatalf("want one PrometheusRule, got %d", len(ms))
+	}
+	p := &promRule{}
+	if err := yaml.UnmarshalStrict([]byte(ms[0].Content), p); err != nil {
+		// Strict on what is read; the rest is checked by the decode test.
+		if err := yaml.Unmarshal([]byte(ms[0].Content), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func alerts(p *promRule) map[string]string {
+	out := map[string]string{}
+	for _, g := range p.Spec.Groups {
+		for _, r := range g.Rules {
+			out[r.Alert] = r.Expr
+		}
+	}
+	return out
+}
+
+func dashboardConfigMap(t *testing.T, r Rendered) *corev1.ConfigMap {
+	t.Helper()
+	ms := r.Find("ConfigMap", "kubefledged-dashboard")
+	if len(ms) != 1 {
+		t.Fatalf("want one dashboard ConfigMap, got %d", len(ms))
+	}
+	cm := &corev1.ConfigMap{}
+	if err := yaml.UnmarshalStrict([]byte(ms[0].Content), cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// Both are off by default: their kinds need CRDs, or a Grafana, that a
+// cluster may not have.
+func TestMonitoringOffByDefault(t *testing.T) {
+	r := render(t, loadChart(t), "defaults")
+	if n := len(r.Find("PrometheusRule", "")) + len(r.Find("ConfigMap", "")); n != 0 {
+		t.Errorf("%d monitoring objects rendered by default", n)
+	}
+}
+
+func TestMonitoringObjects(t *testing.T) {
+	c := loadChart(t)
+	all := []string{"KubeFledgedImageCacheFailing", "KubeFledgedPullFailuresHigh", "KubeFledgedOperationsSlow", "KubeFledgedControllerDown", "KubeFledgedNoLeader"}
+	t.Run("monitoring", func(t *testing.T) {
+		r := render(t, c, "monitoring")
+		p := prometheusRule(t, r)
+		if p.Metadata.Namespace != Namespace || p.Metadata.Labels["release"] != "prometheus" {
+			t.Errorf("PrometheusRule metadata: %+v", p.Metadata)
+		}
+		got := alerts(p)
+		for _, a := range all {
+			if !strings.Contains(got[a], `job="kubefledged-metrics",namespace="kube-fledged"`) {
+				t.Errorf("%s does not select the ServiceMonitor's series: %q", a, got[a])
+			}
+		}
+		if len(got) != len(all) {
+			t.Errorf("alerts %v, want %v", got, all)
+		}
+		cm := dashboardConfigMap(t, r)
+		if cm.Namespace != "monitoring" || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "kube-fledged" {
+			t.Errorf("dashboard ConfigMap metadata: %+v", cm.ObjectMeta)
+		}
+		want, err := os.ReadFile(filepath.Join(ChartDir(), "dashboards", "kubefledged.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Data["kubefledged.json"] != strings.TrimSpace(string(want)) {
+			t.Error("the ConfigMap does not carry dashboards/kubefledged.json as it is")
+		}
+		var d map[string]any
+		if err := json.Unmarshal([]byte(cm.Data["kubefledged.json"]), &d); err != nil || d["uid"] != "kubefledged" {
+			t.Errorf("dashboard JSON: %v, uid %v", err, d["uid"])
+		}
+	})
+	t.Run("monitoring-options", func(t *testing.T) {
+		r := render(t, c, "monitoring-options")
+		p := prometheusRule(t, r)
+		got := alerts(p)
+		if _, ok := got["KubeFledgedNoLeader"]; ok {
+			t.Error("KubeFledgedNoLeader without leader election")
+		}
+		for a, e := range got {
+			if !strings.Contains(e, `{job="kube-fledged",cluster="prod"`) {
+				t.Errorf("%s ignores the selector: %q", a, e)
+			}
+		}
+		for _, g := range p.Spec.Groups {
+			for _, rule := range g.Rules {
+				if rule.Labels["severity"] != "critical" || rule.Labels["team"] != "platform" {
+					t.Errorf("%s labels %v", rule.Alert, rule.Labels)
+				}
+			}
+		}
+		cm := dashboardConfigMap(t, r)
+		if cm.Labels["dashboards"] != "kube-fledged" || cm.Labels["team"] != "platform" {
+			t.Errorf("dashboard labels %v", cm.Labels)
+		}
+		if _, ok := cm.Labels["grafana_dashboard"]; ok {
+			t.Error("the default sidecar label stays beside the one asked for")
+		}
+	})
+}
+
+// threshold is the number an alert's expression compares with at its end.
+var threshold = regexp.MustCompile(`> ([0-9.]+)\s*$`)
+
+// The alerts' durations are Go durations, the controller flags' form, turned
+// into seconds by the chart.
+func TestMonitoringDurations(t *testing.T) {
+	c := loadChart(t)
+	for _, tt := range []struct {
+		vals       string
+		failing    string
+		slow       string
+		windowExpr string
+	}{
+		{"{}", "1200", "300", "[3600s]"},
+		{"controller: {imageCacheRefreshFrequency: 1h30m, imagePullDeadlineDuration: 90s}", "5490", "90", "[3600s]"},
+		{"controller: {imageCacheRefreshFrequency: 1.5h, imagePullDeadlineDuration: 2m30s}", "5550", "150", "[3600s]"},
+		{"controller: {imageCacheRefreshFrequency: 0s}", "3600", "300", "[3600s]"},
+		{"controller: {imageCacheRefreshFrequency: \"0\"}", "3600", "300", "[3600s]"},
+		{"controller: {imagePullDeadlineDuration: 1500ms}", "902", "2", "[3600s]"},
+		{"prometheusRule: {cacheFailingFor: 2h, slowOperation: 45s, window: 10m}", "7200", "45", "[600s]"},
+	} {
+		vals := map[string]any{}
+		if err := yaml.Unmarshal([]byte(tt.vals), &vals); err != nil {
+			t.Fatal(err)
+		}
+		pr, _ := vals["prometheusRule"].(map[string]any)
+		if pr == nil {
+			pr = map[string]any{}
+		}
+		pr["enabled"] = true
+		vals["prometheusRule"] = pr
+		r, err := Render(c, vals)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.vals, err)
+		}
+		got := alerts(prometheusRule(t, r))
+		if m := threshold.FindStringSubmatch(got["KubeFledgedImageCacheFailing"]); m == nil || m[1] != tt.failing {
+			t.Errorf("%s: failing threshold %v, want %s", tt.vals, m, tt.failing)
+		}
+		if m := threshold.FindStringSubmatch(got["KubeFledgedOperationsSlow"]); m == nil || m[1] != tt.slow {
+			t.Errorf("%s: slow threshold %v, want %s", tt.vals, m, tt.slow)
+		}
+		if !strings.Contains(got["KubeFledgedPullFailuresHigh"], tt.windowExpr) {
+			t.Errorf("%s: window not %s: %s", tt.vals, tt.windowExpr, got["KubeFledgedPullFailuresHigh"])
+		}
+	}
+}
