@@ -7,6 +7,9 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // The counters carry no image or cache label on purpose: a counter's series
@@ -47,4 +50,31 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(JobsCreated, JobsFinished, ImagePulls, OperationDuration, JobsInFlight)
+	initLabelSets()
+}
+
+// initLabelSets creates every series the counters and the histogram can
+// have, at 0. rate() and increase() count from a series' first sample: a
+// series first scraped at 3 failed pulls shows no failure at all until the
+// next one, and the first slow operation of a kind would never reach an
+// alert. The sets are small and fixed: 11 counter series, and the
+// histogram's 5 operations times the 3 statuses an operation ends with.
+func initLabelSets() {
+	kinds := []jobs.Kind{jobs.Pull, jobs.Delete}
+	for _, k := range kinds {
+		JobsCreated.WithLabelValues(string(k))
+		for _, r := range []string{jobs.ResultSucceeded, jobs.ResultFailed, jobs.ResultExpired} {
+			JobsFinished.WithLabelValues(string(k), r)
+		}
+	}
+	for _, r := range []string{"succeeded", "failed", "already_present"} {
+		ImagePulls.WithLabelValues(r)
+	}
+	for _, op := range []string{v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheReasonImageCacheUpdate,
+		v1alpha2.ImageCacheReasonImageCacheRefresh, v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheReasonImageCacheNewNodes} {
+		for _, st := range []v1alpha2.ImageCacheActionStatus{v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheActionStatusFailed,
+			v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted} {
+			OperationDuration.WithLabelValues(op, string(st))
+		}
+	}
 }
