@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,4 +106,26 @@ func TestFinalStatusTooLarge(t *testing.T) {
 				corev1.EventTypeWarning+" ImageCacheCreate "+detail))
 		})
 	}
+}
+
+// Ready is Unknown while the first operation runs, so that its end is a
+// transition: a cache that fails its first operation has not been Ready
+// since that end, not since it was created (the failing-since metric, and
+// the alert that waits a refresh period from it, read this time).
+func TestReadyUnknownUntilTheFirstOperationEnds(t *testing.T) {
+	g := NewWithT(t)
+	const img = "nginx:1.25"
+	h := newHarness(t, Config{}, node("a"), imageCache("c", img))
+	h.settleDown("c")
+	ready := condition(h.status("c"), v1alpha2.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionUnknown), "while the first operation runs")
+	// Status times have whole seconds: the end must fall in a later one.
+	started := ready.LastTransitionTime
+	time.Sleep(time.Until(started.Add(time.Second)))
+	h.fail("c", img, "a")
+	h.settleDown("c")
+	ready = condition(h.status("c"), v1alpha2.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(string(v1alpha2.ImageCacheActionStatusFailed)))
+	g.Expect(ready.LastTransitionTime.After(started.Time)).To(BeTrue(), "Ready turned False at the failure, not at the start")
 }

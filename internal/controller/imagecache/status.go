@@ -50,8 +50,11 @@ func (r *Reconciler) writeProgress(ctx context.Context, cache *v1alpha2.ImageCac
 }
 
 // setConditions sets Progressing, and Ready from the status: Ready stays as
-// it was while an operation runs. generation is that of the spec the
-// operation acts on, which an edit made meanwhile has moved past.
+// it was while an operation runs, and is Unknown until the first one ends,
+// so that its last transition is when the images were last found all in
+// place or not (the failing-since metric and its alert count from it).
+// generation is that of the spec the operation acts on, which an edit made
+// meanwhile has moved past.
 func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message string, generation int64) {
 	setStatusConditions(&cache.Status, running, reason, message, generation)
 }
@@ -64,7 +67,7 @@ func setStatusConditions(st *v1alpha2.ImageCacheStatus, running bool, reason, me
 	meta.SetStatusCondition(&st.Conditions, prog)
 	if running {
 		if meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionReady) == nil {
-			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse,
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionUnknown,
 				Reason: reason, Message: "the first operation is running", ObservedGeneration: generation})
 		}
 		return
