@@ -154,12 +154,12 @@ func TestMonitoringDurations(t *testing.T) {
 		slow       string
 		windowExpr string
 	}{
-		{"{}", "1200", "300", "[3600s]"},
-		{"controller: {imageCacheRefreshFrequency: 1h30m, imagePullDeadlineDuration: 90s}", "5490", "90", "[3600s]"},
-		{"controller: {imageCacheRefreshFrequency: 1.5h, imagePullDeadlineDuration: 2m30s}", "5550", "150", "[3600s]"},
+		{"{}", "1500", "300", "[3600s]"},
+		{"controller: {imageCacheRefreshFrequency: 1h30m, imagePullDeadlineDuration: 90s}", "5580", "90", "[3600s]"},
+		{"controller: {imageCacheRefreshFrequency: 1.5h, imagePullDeadlineDuration: 2m30s}", "5700", "150", "[3600s]"},
 		{"controller: {imageCacheRefreshFrequency: 0s}", "3600", "300", "[3600s]"},
 		{"controller: {imageCacheRefreshFrequency: \"0\"}", "3600", "300", "[3600s]"},
-		{"controller: {imagePullDeadlineDuration: 1500ms}", "902", "2", "[3600s]"},
+		{"controller: {imagePullDeadlineDuration: 1500ms}", "904", "2", "[3600s]"},
 		{"prometheusRule: {cacheFailingFor: 2h, slowOperation: 45s, window: 10m}", "7200", "45", "[600s]"},
 	} {
 		vals := map[string]any{}
