@@ -71,11 +71,21 @@ fmt: ## gofmt the tree.
 lint: ## go vet and gofmt check.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	cd test/monitoring && go vet ./...
 
 .PHONY: test
 test: tools realnode-tools olm-e2e-tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
-	$(MAKE) bundle-validate fuzz run-smoke
+	$(MAKE) bundle-validate fuzz run-smoke test-monitoring
+
+# The chart's alerts and dashboard, tested with Prometheus's own libraries in
+# a module of their own (test/monitoring/go.mod), so that the product never
+# builds against Prometheus's dependencies. The alerts are evaluated on the
+# scrapes test/e2e/imagecache recorded (TestAlertsOnScrapedSeries, which
+# also runs this on its own fresh scrapes; -update-scrapes keeps them).
+.PHONY: test-monitoring
+test-monitoring: ## The chart's alerts on recorded controller scrapes, and its dashboard's queries (Prometheus's libraries).
+	cd test/monitoring && go test -count=1 ./...
 
 # Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`;
 # their seed corpora run in every `go test`.

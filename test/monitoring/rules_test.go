@@ -1,0 +1,122 @@
+package monitoring
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// synthetic are the series Prometheus makes itself, which the controller
+// cannot serve: the alerts may read them, the dashboard may not.
+var synthetic = []string{"up"}
+
+// metricNames lists the metric names an expression selects.
+func metricNames(expr parser.Expr) []string {
+	var out []string
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			name := vs.Name
+			for _, m := range vs.LabelMatchers {
+				if m.Name == model.MetricNameLabel {
+					name = m.Value
+				}
+			}
+			out = append(out, name)
+		}
+		return nil
+	})
+	return out
+}
+
+// exported are the sample names the controller served in the recorded run.
+func exported(t *testing.T) []string {
+	t.Helper()
+	rec := loadRecording(t)
+	if len(rec.Exported) < 20 {
+		t.Fatalf("the recording names %d exported samples: too few to be the controller's", len(rec.Exported))
+	}
+	return rec.Exported
+}
+
+// Every rendering of the PrometheusRule in test/golden loads as Prometheus
+// loads a rule file (expressions, durations, label names, annotation
+// templates), and names only series the controller served or Prometheus
+// makes.
+func TestRulesLoadAsPrometheusLoadsThem(t *testing.T) {
+	goldens, err := filepath.Glob(filepath.Join(goldenDir, "*.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := exported(t)
+	p := parser.NewParser(parser.Options{})
+	checked := 0
+	for _, g := range goldens {
+		raw, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), "kind: PrometheusRule") {
+			continue
+		}
+		checked++
+		t.Run(strings.TrimSuffix(filepath.Base(g), ".golden"), func(t *testing.T) {
+			file, err := RuleFile(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups, errs := rulefmt.Parse(file, false, model.UTF8Validation, p, promslog.NewNopLogger())
+			for _, err := range errs {
+				t.Error(err)
+			}
+			if groups == nil {
+				return
+			}
+			for _, grp := range groups.Groups {
+				for _, r := range grp.Rules {
+					if r.Alert == "" {
+						t.Errorf("a recording rule: %s", r.Record)
+					}
+					if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+						t.Errorf("%s lacks a severity, summary or description", r.Alert)
+					}
+					expr, err := p.ParseExpr(r.Expr)
+					if err != nil {
+						t.Errorf("%s: %v", r.Alert, err)
+						continue
+					}
+					for _, n := range metricNames(expr) {
+						if !slices.Contains(names, n) && !slices.Contains(synthetic, n) {
+							t.Errorf("%s reads %s, which the controller does not serve", r.Alert, n)
+						}
+					}
+				}
+			}
+		})
+	}
+	if checked < 3 {
+		t.Errorf("%d renderings with a PrometheusRule in %s", checked, goldenDir)
+	}
+}
+
+// The rule file loader must refuse what Prometheus refuses, or the test
+// above proves nothing.
+func TestRulesLoaderRefusesBadRules(t *testing.T) {
+	p := parser.NewParser(parser.Options{})
+	for _, bad := range []string{
+		"groups: [{name: g, rules: [{alert: A, expr: 'rate(x[5m]'}]}]",
+		"groups: [{name: g, rules: [{alert: A, expr: 'x > 1', for: 5 minutes}]}]",
+		"groups: [{name: g, rules: [{alert: A, expr: 'x > 1', annotations: {summary: '{{ $value | nosuchfunc }}'}}]}]",
+		"groups: [{name: g, rules: [{alert: A, expr: 'x > 1', lables: {severity: warning}}]}]",
+	} {
+		if _, errs := rulefmt.Parse([]byte(bad), false, model.UTF8Validation, p, promslog.NewNopLogger()); len(errs) == 0 {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
