@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/operator-framework/helm-operator-plugins v0.9.1
+	github.com/yuin/gopher-lua v1.1.2
 	helm.sh/helm/v3 v3.21.1
 	k8s.io/api v0.35.4
 	k8s.io/apiextensions-apiserver v0.35.4
