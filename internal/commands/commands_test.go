@@ -2,14 +2,19 @@ package commands
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -38,6 +43,9 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--stderrthreshold"}, wantCode: 1, wantErr: "flag needs an argument: --stderrthreshold"},
 		{args: []string{"operator", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
 		{args: []string{"cri-rmi"}, wantCode: 1, wantErr: "--endpoint and --image are required"},
+		{args: []string{"check"}, wantCode: 1, wantErr: "--namespace and --selector are required"},
+		{args: []string{"check", "--namespace=x", "--selector=a=b", "--health-port=0"}, wantCode: 1, wantErr: "--health-port: 0 is not a port"},
+		{args: []string{"check", "--timeout=soon"}, wantCode: 1, wantErr: "--timeout"},
 		{args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate"`},
 		{args: []string{"controller", "--help"}, wantCode: 0, wantErr: "job-retention-policy"},
 	}
@@ -88,6 +96,48 @@ func TestChartArgsParse(t *testing.T) {
 				seen++
 			}
 		}
+	}
+	g.Expect(seen).To(BeNumerically(">=", len(files)/2))
+}
+
+// Every `helm test` Pod the chart renders passes flags the check accepts,
+// and asks the pods the Deployment runs, at the port they serve probes on.
+func TestChartTestPodArgsParse(t *testing.T) {
+	g := NewWithT(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "test", "golden", "testdata", "*.golden"))
+	g.Expect(err).NotTo(HaveOccurred())
+	seen := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		g.Expect(err).NotTo(HaveOccurred())
+		var d *appsv1.Deployment
+		var pod *corev1.Pod
+		for _, doc := range regexp.MustCompile(`(?m)^---.*$`).Split(string(raw), -1) {
+			switch {
+			case strings.Contains(doc, "\nkind: Deployment"):
+				d = &appsv1.Deployment{}
+				g.Expect(yaml.Unmarshal([]byte(doc), d)).To(Succeed(), f)
+			case strings.Contains(doc, "\nkind: Pod\n"):
+				pod = &corev1.Pod{}
+				g.Expect(yaml.Unmarshal([]byte(doc), pod)).To(Succeed(), f)
+			}
+		}
+		if pod == nil {
+			continue
+		}
+		g.Expect(d).NotTo(BeNil(), f)
+		args := pod.Spec.Containers[0].Args
+		g.Expect(args).NotTo(BeEmpty())
+		g.Expect(args[0]).To(Equal("check"), f)
+		o, err := checkFlags(args[1:], io.Discard)
+		g.Expect(err).NotTo(HaveOccurred(), "%s: %v", f, args)
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(o.Selector).To(Equal(sel.String()), "%s: the test asks other pods than the Deployment's", f)
+		g.Expect(sel.Matches(labels.Set(pod.Labels))).To(BeFalse(), "%s: the test Pod matches the Deployment's selector", f)
+		g.Expect(o.HealthPort).To(Equal(int(d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort)), f)
+		g.Expect(pod.Spec.Containers[0].Image).To(Equal(d.Spec.Template.Spec.Containers[0].Image), f)
+		seen++
 	}
 	g.Expect(seen).To(BeNumerically(">=", len(files)/2))
 }

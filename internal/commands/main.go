@@ -25,6 +25,7 @@ var commands = map[string]command{
 	"exit":       {"pull-Job helper: exit 0 at once (runs inside the image being pulled)", runExit},
 	"cri-rmi":    {"delete-Job helper: remove an image through the node's CRI socket", runCRIRemove},
 	"version":    {"print the version", runVersion},
+	"check":      {"helm test: the controller pods answer their health checks and the webhook refuses an invalid ImageCache", runCheck},
 }
 
 // Version is set at build time with -ldflags -X.

@@ -115,7 +115,7 @@ func TestRenderedObjectsDecodeStrictly(t *testing.T) {
 			if len(r.Find("Deployment", "")) != 1 {
 				t.Fatalf("want exactly one Deployment, got %d", len(r.Find("Deployment", "")))
 			}
-			for _, m := range r.Manifests {
+			for _, m := range r.All() {
 				switch m.Head.Version {
 				case "monitoring.coreos.com/v1", "cert-manager.io/v1":
 					u := &unstructured.Unstructured{}

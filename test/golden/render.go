@@ -37,21 +37,31 @@ func LoadChart() (*chart.Chart, error) {
 	return loader.Load(ChartDir())
 }
 
-// Rendered is one rendering: the manifests in install order and the notes.
+// Rendered is one rendering: the manifests in install order, the hooks
+// (the `helm test` objects) and the notes.
 type Rendered struct {
 	Manifests []releaseutil.Manifest
+	Hooks     []releaseutil.Manifest
 	Notes     string
 }
 
-// String is the golden form: the manifests (each names its template), then
-// the notes.
+// String is the golden form: the manifests (each names its template), the
+// hooks, then the notes.
 func (r Rendered) String() string {
 	var b strings.Builder
 	for _, m := range r.Manifests {
 		fmt.Fprintf(&b, "---\n%s\n", strings.TrimSpace(m.Content))
 	}
+	for _, m := range r.Hooks {
+		fmt.Fprintf(&b, "--- hook\n%s\n", strings.TrimSpace(m.Content))
+	}
 	fmt.Fprintf(&b, "--- NOTES.txt\n%s\n", strings.TrimSpace(r.Notes))
 	return b.String()
+}
+
+// All is the manifests and the hooks.
+func (r Rendered) All() []releaseutil.Manifest {
+	return append(append([]releaseutil.Manifest{}, r.Manifests...), r.Hooks...)
 }
 
 // Render renders chrt with vals as `helm template` would (client only, so
@@ -85,7 +95,21 @@ func Render(chrt *chart.Chart, vals map[string]interface{}) (Rendered, error) {
 		}
 		return manifests[i].Name+manifests[i].Head.Metadata.Name < manifests[j].Name+manifests[j].Head.Metadata.Name
 	})
-	return Rendered{Manifests: manifests, Notes: rel.Info.Notes}, nil
+	// Hooks come in the order Helm runs them (weight, then kind, then name).
+	var hooks []releaseutil.Manifest
+	for _, h := range rel.Hooks {
+		var head releaseutil.SimpleHead
+		if err := yaml.Unmarshal([]byte(h.Manifest), &head); err != nil {
+			return Rendered{}, fmt.Errorf("hook %s: %w", h.Path, err)
+		}
+		hooks = append(hooks, releaseutil.Manifest{Name: h.Path, Content: h.Manifest, Head: &head})
+	}
+	return Rendered{Manifests: manifests, Hooks: hooks, Notes: rel.Info.Notes}, nil
+}
+
+// FindHook returns the hooks of one kind (and name, when not empty).
+func (r Rendered) FindHook(kind, name string) []releaseutil.Manifest {
+	return Rendered{Manifests: r.Hooks}.Find(kind, name)
 }
 
 func kindRank(m releaseutil.Manifest) int {

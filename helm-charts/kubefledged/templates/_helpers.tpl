@@ -208,3 +208,23 @@ and adds the namespace it runs in.
 {{- define "kubefledged.metricSelector" -}}
 {{- default (printf "job=%q,namespace=%q" (printf "%s-metrics" (include "kubefledged.fullname" .root)) .root.Release.Namespace) .v.prometheusRule.selector -}}
 {{- end -}}
+
+{{/*
+The test's objects must not carry the controller's selector labels: the
+check lists the controller pods by them, and the Deployment's ReplicaSet
+would adopt a bare pod that matched its selector.
+*/}}
+{{- define "kubefledged.testLabels" -}}
+helm.sh/chart: {{ include "kubefledged.chart" . }}
+app.kubernetes.io/name: {{ include "kubefledged.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kube-fledged
+{{- end -}}
+{{/* Hooks of `helm test`, kept when the test fails, for `kubectl logs`; replaced by the next run. */}}
+{{- define "kubefledged.testHook" -}}
+helm.sh/hook: test
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end -}}
