@@ -61,7 +61,13 @@ verify: ## Fail when generated files drift from their sources.
 			echo "generated file drifted from its sources: $$f (run 'make generate manifests' and commit)"; \
 			diff -r $(LOCALBIN)/.verify/$$(basename $$f) $$f | head -20; exit 1; fi; done
 	@echo "generated files match their sources"
+	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
+	@echo "the chart's README matches its values"
 	@$(MAKE) -s bundle-verify
+
+.PHONY: chart-readme
+chart-readme: ## Write the chart's README.md from Chart.yaml, values.yaml and README.md.gotmpl (helm-docs' layout).
+	go run ./hack/chart-readme -chart helm-charts/kubefledged
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
