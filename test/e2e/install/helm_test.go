@@ -2,14 +2,18 @@ package install_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -63,6 +67,95 @@ func TestHelm(t *testing.T) {
 			}
 		},
 	})
+
+	// `helm test`: the chart's test Pod runs our image's `kubefledged check` on the node.
+	// It passes; it fails, at once, while the API server admits what the webhook should
+	// refuse; and it passes again, its failed run's leftovers replaced.
+	helmTest(t, cfg, true)
+	restore := admitEverything(t, helmFullname)
+	helmTest(t, cfg, false)
+	restore()
+	helmTest(t, cfg, true)
+}
+
+// helmTest runs `helm test` on the release and holds it to pass or fail. A passing run
+// leaves nothing behind (hook-succeeded); a failing one keeps its Pod for its logs.
+func helmTest(t *testing.T, cfg *action.Configuration, pass bool) {
+	t.Helper()
+	begin := time.Now()
+	rt := action.NewReleaseTesting(cfg)
+	rt.Namespace = helmNamespace
+	rt.Timeout = 3 * time.Minute
+	rel, err := rt.Run(helmRelease)
+	took := time.Since(begin).Round(time.Millisecond)
+	if rel == nil {
+		t.Fatalf("helm test: %v", err)
+	}
+	var logs strings.Builder
+	if err != nil {
+		// The test's Pod is kept, its output in its termination message (the sandbox's
+		// API server cannot read the node's logs, as `helm test --logs` would).
+		pod := &corev1.Pod{}
+		if gerr := k8s.Get(context.Background(), client.ObjectKey{Namespace: helmNamespace, Name: helmFullname + "-test"}, pod); gerr != nil {
+			fmt.Fprintf(&logs, "(reading the test Pod: %v)", gerr)
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.State.Terminated != nil {
+				logs.WriteString(cs.State.Terminated.Message)
+			}
+		}
+	}
+	switch {
+	case pass && err != nil:
+		t.Fatalf("helm test failed in %s: %v\n%s", took, err, logs.String())
+	case !pass && err == nil:
+		t.Fatalf("helm test passed in %s with a webhook that admits everything", took)
+	case !pass && !strings.Contains(logs.String(), "the API server admitted an ImageCache"):
+		t.Fatalf("helm test failed in %s, but not for the admitted ImageCache: %v\n%s", took, err, logs.String())
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(helmNamespace), client.MatchingLabels{"app.kubernetes.io/component": "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if pass && len(pods.Items) != 0 {
+		t.Errorf("a passing helm test left %d pods", len(pods.Items))
+	}
+	if !pass && len(pods.Items) != 1 {
+		t.Errorf("a failing helm test left %d pods, want its one for the logs", len(pods.Items))
+	}
+	if err == nil {
+		t.Logf("helm test passed in %s", took)
+	} else {
+		t.Logf("helm test failed as it must in %s: %s", took, strings.TrimSpace(logs.String()))
+	}
+}
+
+// admitEverything points the webhook registration at a port its Service does not serve,
+// with failurePolicy Ignore: the API server then admits every ImageCache unchecked, as a
+// broken install would. It returns what puts the registration back.
+func admitEverything(t *testing.T, name string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	saved := vwc.DeepCopy()
+	vwc.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	vwc.Webhooks[0].ClientConfig.Service.Port = ptr.To[int32](1)
+	if err := k8s.Update(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		now := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, now); err != nil {
+			t.Fatal(err)
+		}
+		now.Webhooks = saved.Webhooks
+		if err := k8s.Update(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // helmValues are the values of the install: the retention policy; the controller on the
