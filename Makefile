@@ -136,6 +136,15 @@ bench: tools ## Benchmarks on the sandbox; writes docs/benchmarks.md and .json (
 build: ## Build the kubefledged binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/kubefledged .
 
+# Where make chart-push puts the chart: REGISTRY/PATH, under which it lands
+# as NAME:VERSION (helm install oci://REGISTRY/PATH/kubefledged --version V).
+CHART_REPO ?= oci://ghcr.io/kubefledged/charts
+
+.PHONY: chart-push
+chart-push: ## Package the chart into bin/chart and push it to CHART_REPO as an OCI artifact (Helm's credentials; plain HTTP for localhost, 127.0.0.1 or INSECURE=1).
+	go run ./hack/chart-push -chart helm-charts/kubefledged -repo $(CHART_REPO) -out $(LOCALBIN)/chart \
+		-source-date-epoch $$(git log -1 --format=%ct) $(if $(INSECURE),-plain-http)
+
 .PHONY: run
 run: build tools $(if $(SANDBOX_REAL_NODE),realnode-tools) ## Run the product: against KUBECONFIG's cluster if one answers, else on a fresh sandbox (SANDBOX_REAL_NODE=1: as pods on the real node).
 	IMG=$(IMG) VERSION=$(VERSION) SANDBOX_REAL_NODE=$(SANDBOX_REAL_NODE) hack/run.sh
