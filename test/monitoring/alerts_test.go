@@ -52,6 +52,32 @@ func loadRecording(t *testing.T) *Recording {
 	return rec
 }
 
+// evaluateRun has Prometheus's rule manager evaluate the sandbox rendering's
+// rules every second of the recorded run, its series stored under the
+// target labels given; it returns the evaluations and the rule file.
+func evaluateRun(t *testing.T, target labels.Labels) (timeline, []byte) {
+	t.Helper()
+	rec := loadRecording(t)
+	golden, err := os.ReadFile(sandboxRendering)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruleFile, err := RuleFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := teststorage.New(t)
+	ctx := context.Background()
+	if err := rec.Load(ctx, db, target); err != nil {
+		t.Fatal(err)
+	}
+	evals, err := Evaluate(ctx, ruleFile, db, rec.Start(), rec.End(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return timeline{t: t, rec: rec, evals: evals}, ruleFile
+}
+
 // timeline is the rules' evaluations over a run, with what the run did.
 type timeline struct {
 	t     *testing.T
@@ -201,25 +227,8 @@ func threshold(t *testing.T, ruleFile []byte, alert string) float64 {
 // (test/e2e/imagecache TestAlertsOnScrapedSeries), on what the controller
 // served then, and holds each alert to when its cause was there.
 func TestAlertsOnSandboxRun(t *testing.T) {
-	rec := loadRecording(t)
-	golden, err := os.ReadFile(sandboxRendering)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ruleFile, err := RuleFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := teststorage.New(t)
-	ctx := context.Background()
-	if err := rec.Load(ctx, db, target); err != nil {
-		t.Fatal(err)
-	}
-	evals, err := Evaluate(ctx, ruleFile, db, rec.Start(), rec.End(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := timeline{t: t, rec: rec, evals: evals}
+	tl, ruleFile := evaluateRun(t, target)
+	rec := tl.rec
 	started, leader := tl.event("started"), tl.event("leader")
 	warmDone, failingCreated := tl.event("warm-succeeded"), tl.event("failing-created")
 	failed, stopped := tl.event("failing-failed"), tl.event("stopped")
@@ -281,25 +290,8 @@ func failingSince(t *testing.T, rec *Recording, cache string) time.Time {
 // The expectations above must be able to fail: a rule that cannot see the
 // series (another job) fires nowhere, one that always fires is caught.
 func TestAlertExpectationsCanFail(t *testing.T) {
-	rec := loadRecording(t)
-	golden, err := os.ReadFile(sandboxRendering)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ruleFile, err := RuleFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := teststorage.New(t)
-	ctx := context.Background()
-	if err := rec.Load(ctx, db, labels.FromStrings("job", "elsewhere", "namespace", "kube-fledged")); err != nil {
-		t.Fatal(err)
-	}
-	evals, err := Evaluate(ctx, ruleFile, db, rec.Start(), rec.End(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := timeline{rec: rec, evals: evals}
+	tl, _ := evaluateRun(t, labels.FromStrings("job", "elsewhere", "namespace", "kube-fledged"))
+	rec := tl.rec
 	if got := tl.firing("KubeFledgedPullFailuresHigh", nil, rec.Start(), rec.End()); len(got) != 0 {
 		t.Errorf("a rule selecting job=kubefledged-metrics fired on series of job=elsewhere")
 	}
