@@ -18,7 +18,7 @@ KUBECTL = $(LOCALBIN)/kubectl
 TEST_TIMEOUT ?= 30m
 FUZZTIME ?= 10s
 # Files written by generators; 'verify' regenerates them and fails on any difference.
-GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/kubefledged/crds
+GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/kubefledged/crds test/golden/testdata
 
 # Pinned tool versions. Every tool is built from the Go module proxy into bin/
 # once and reused: a cold build takes many minutes, so nothing is rebuilt when
@@ -55,15 +55,22 @@ manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the char
 verify: ## Fail when generated files drift from their sources.
 	@rm -rf $(LOCALBIN)/.verify && mkdir -p $(LOCALBIN)/.verify
 	@cp -r $(GENERATED) $(LOCALBIN)/.verify/ 2>/dev/null || true
-	@$(MAKE) -s generate manifests
+	@$(MAKE) -s generate manifests golden
 	@for f in $(GENERATED); do \
 		if ! diff -r $(LOCALBIN)/.verify/$$(basename $$f) $$f >/dev/null 2>&1; then \
-			echo "generated file drifted from its sources: $$f (run 'make generate manifests' and commit)"; \
+			echo "generated file drifted from its sources: $$f (run 'make generate manifests golden' and commit)"; \
 			diff -r $(LOCALBIN)/.verify/$$(basename $$f) $$f | head -20; exit 1; fi; done
 	@echo "generated files match their sources"
 	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
 	@echo "the chart's README matches its values"
 	@$(MAKE) -s bundle-verify
+
+# The chart's renderings for each test/golden/testdata/*.values.yaml, which
+# test/golden compares the chart with and test/monitoring evaluates: written
+# by the chart, never by hand, and so part of what verify regenerates.
+.PHONY: golden
+golden: ## Render the chart for each test/golden/testdata/*.values.yaml into its .golden file.
+	go test -count=1 -run '^TestGolden$$' ./test/golden -update
 
 .PHONY: chart-readme
 chart-readme: ## Write the chart's README.md from Chart.yaml, values.yaml and README.md.gotmpl (helm-docs' layout).
