@@ -63,6 +63,8 @@ verify: ## Fail when generated files drift from their sources.
 	@echo "generated files match their sources"
 	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
 	@echo "the chart's README matches its values"
+	@cd test/monitoring && go mod tidy -diff >/dev/null 2>&1 || { echo "test/monitoring/go.mod is not tidy (cd test/monitoring && go mod tidy):"; go mod tidy -diff; exit 1; }
+	@echo "test/monitoring's go.mod and go.sum are tidy"
 	@$(MAKE) -s bundle-verify
 
 # The chart's renderings for each test/golden/testdata/*.values.yaml, which
