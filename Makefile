@@ -148,10 +148,12 @@ build: ## Build the kubefledged binary into bin/.
 # Where make chart-push puts the chart: REGISTRY/PATH, under which it lands
 # as NAME:VERSION (helm install oci://REGISTRY/PATH/kubefledged --version V).
 CHART_REPO ?= oci://ghcr.io/kubefledged/charts
+# Where it keeps the packaged chart.
+CHART_OUT ?= $(LOCALBIN)/chart
 
 .PHONY: chart-push
-chart-push: ## Package the chart into bin/chart and push it to CHART_REPO as an OCI artifact (Helm's credentials; plain HTTP for localhost, 127.0.0.1 or INSECURE=1).
-	go run ./hack/chart-push -chart helm-charts/kubefledged -repo $(CHART_REPO) -out $(LOCALBIN)/chart \
+chart-push: ## Package the chart into CHART_OUT (bin/chart) and push it to CHART_REPO as an OCI artifact (Helm's credentials; plain HTTP for localhost, 127.0.0.1 or INSECURE=1).
+	go run ./hack/chart-push -chart helm-charts/kubefledged -repo $(CHART_REPO) -out $(CHART_OUT) \
 		-source-date-epoch $$(git log -1 --format=%ct) $(if $(INSECURE),-plain-http)
 
 .PHONY: run

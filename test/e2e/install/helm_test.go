@@ -1,15 +1,19 @@
 package install_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -19,8 +23,9 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
-// Install #1: the chart, as README's `helm install kube-fledged helm-charts/kubefledged -n
-// kube-fledged --create-namespace` does it, through the Helm SDK.
+// Install #1: the chart, as the chart README's `helm install kube-fledged
+// oci://ghcr.io/kubefledged/charts/kubefledged -n kube-fledged --create-namespace` does
+// it, through the Helm SDK, from the node's registry, where `make chart-push` put it.
 const (
 	helmRelease   = "kube-fledged"
 	helmNamespace = "kube-fledged"
@@ -34,10 +39,7 @@ const (
 // uninstalls.
 func TestHelm(t *testing.T) {
 	needNode(t)
-	chrt, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	chrt := pushedChart(t)
 	cfg := helmConfig(t)
 	begin := time.Now()
 	install := action.NewInstall(cfg)
@@ -156,6 +158,46 @@ func admitEverything(t *testing.T, name string) (restore func()) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// pushedChart runs `make chart-push` to the node's registry, as a release pushes the
+// chart to ghcr.io, and pulls the chart back from there as `helm install oci://...` does:
+// what is installed is what the push made, and it must be this tree's chart.
+func pushedChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	local, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	cmd := exec.Command("make", "-s", "chart-push", "CHART_REPO=oci://"+node.Registry()+"/charts", "CHART_OUT="+t.TempDir())
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make chart-push: %v\n%s", err, out)
+	}
+	ref := fmt.Sprintf("%s/charts/%s:%s", node.Registry(), local.Metadata.Name, local.Metadata.Version)
+	if !strings.Contains(string(out), "pushed "+ref) {
+		t.Fatalf("make chart-push did not push %s:\n%s", ref, out)
+	}
+	rc, err := registry.NewClient(registry.ClientOptPlainHTTP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := rc.Pull(ref)
+	if err != nil {
+		t.Fatalf("pulling %s: %v", ref, err)
+	}
+	chrt, err := loader.LoadArchive(bytes.NewReader(pulled.Chart.Data))
+	if err != nil {
+		t.Fatalf("%s: %v", ref, err)
+	}
+	if len(chrt.Templates) != len(local.Templates) || chrt.Metadata.AppVersion != local.Metadata.AppVersion {
+		t.Fatalf("%s has %d templates and appVersion %s; the tree's chart %d and %s",
+			ref, len(chrt.Templates), chrt.Metadata.AppVersion, len(local.Templates), local.Metadata.AppVersion)
+	}
+	t.Logf("make chart-push pushed %s (manifest %s) and it pulled back in %s", ref, pulled.Manifest.Digest, time.Since(begin).Round(time.Millisecond))
+	return chrt
 }
 
 // helmValues are the values of the install: the retention policy; the controller on the
