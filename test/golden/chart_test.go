@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -149,17 +150,23 @@ func TestRenderedObjectsDecodeStrictly(t *testing.T) {
 	}
 }
 
+// one decodes the only manifest of ms into a T, strictly: a field T does
+// not know is a typo in a template.
+func one[T any](t *testing.T, ms []releaseutil.Manifest, what string) *T {
+	t.Helper()
+	if len(ms) != 1 {
+		t.Fatalf("want one %s, got %d", what, len(ms))
+	}
+	v := new(T)
+	if err := yaml.UnmarshalStrict([]byte(ms[0].Content), v); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
 func deployment(t *testing.T, r Rendered) *appsv1.Deployment {
 	t.Helper()
-	ds := r.Find("Deployment", "")
-	if len(ds) != 1 {
-		t.Fatalf("want one Deployment, got %d", len(ds))
-	}
-	d := &appsv1.Deployment{}
-	if err := yaml.UnmarshalStrict([]byte(ds[0].Content), d); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return one[appsv1.Deployment](t, r.Find("Deployment", ""), "Deployment")
 }
 
 // flags turns the controller's args into flag -> value.

@@ -14,15 +14,7 @@ import (
 
 func testPod(t *testing.T, r Rendered) *corev1.Pod {
 	t.Helper()
-	ms := r.FindHook("Pod", "kubefledged-test")
-	if len(ms) != 1 {
-		t.Fatalf("want the test Pod, got %d", len(ms))
-	}
-	p := &corev1.Pod{}
-	if err := yaml.UnmarshalStrict([]byte(ms[0].Content), p); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return one[corev1.Pod](t, r.FindHook("Pod", "kubefledged-test"), "test Pod")
 }
 
 func kinds(ms []releaseutil.Manifest) []string {

@@ -9,22 +9,25 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// promRule is the part of a PrometheusRule the tests read.
+// promRule is a PrometheusRule as the chart writes it (prometheus-operator's
+// Go types would bring its module in), every field named so that it decodes
+// strictly.
 type promRule struct {
-	Metadata struct {
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
-	Spec struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
 		Groups []struct {
+			Name  string `json:"name"`
 			Rules []struct {
-				Alert  string            `json:"alert"`
-				Expr   string            `json:"expr"`
-				For    string            `json:"for"`
-				Labels map[string]string `json:"labels"`
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
 			} `json:"rules"`
 		} `json:"groups"`
 	} `json:"spec"`
@@ -32,18 +35,7 @@ type promRule struct {
 
 func prometheusRule(t *testing.T, r Rendered) *promRule {
 	t.Helper()
-	ms := r.Find("PrometheusRule", "")
-	if len(ms) != 1 {
-		t.Fatalf("want one PrometheusRule, got %d", len(ms))
-	}
-	p := &promRule{}
-	if err := yaml.UnmarshalStrict([]byte(ms[0].Content), p); err != nil {
-		// Strict on what is read; the rest is checked by the decode test.
-		if err := yaml.Unmarshal([]byte(ms[0].Content), p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return p
+	return one[promRule](t, r.Find("PrometheusRule", ""), "PrometheusRule")
 }
 
 func alerts(p *promRule) map[string]string {
@@ -58,15 +50,7 @@ func alerts(p *promRule) map[string]string {
 
 func dashboardConfigMap(t *testing.T, r Rendered) *corev1.ConfigMap {
 	t.Helper()
-	ms := r.Find("ConfigMap", "kubefledged-dashboard")
-	if len(ms) != 1 {
-		t.Fatalf("want one dashboard ConfigMap, got %d", len(ms))
-	}
-	cm := &corev1.ConfigMap{}
-	if err := yaml.UnmarshalStrict([]byte(ms[0].Content), cm); err != nil {
-		t.Fatal(err)
-	}
-	return cm
+	return one[corev1.ConfigMap](t, r.Find("ConfigMap", "kubefledged-dashboard"), "dashboard ConfigMap")
 }
 
 // Both are off by default: their kinds need CRDs, or a Grafana, that a
@@ -84,8 +68,8 @@ func TestMonitoringObjects(t *testing.T) {
 	t.Run("monitoring", func(t *testing.T) {
 		r := render(t, c, "monitoring")
 		p := prometheusRule(t, r)
-		if p.Metadata.Namespace != Namespace || p.Metadata.Labels["release"] != "prometheus" {
-			t.Errorf("PrometheusRule metadata: %+v", p.Metadata)
+		if p.Namespace != Namespace || p.Labels["release"] != "prometheus" {
+			t.Errorf("PrometheusRule metadata: %+v", p.ObjectMeta)
 		}
 		got := alerts(p)
 		for _, a := range all {
