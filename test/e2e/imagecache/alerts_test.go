@@ -119,7 +119,7 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	}
 
 	// The alerts, on these very scrapes.
-	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestAlertsOnSandboxRun$", ".")
+	cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^TestAlertsOnSandboxRun$", ".")
 	cmd.Dir = monitoringModule
 	cmd.Env = append(os.Environ(), "KUBEFLEDGED_SCRAPES="+out)
 	res, err := cmd.CombinedOutput()
@@ -251,27 +251,15 @@ func (r *recorder) get() (map[string]string, error) {
 		return nil, err
 	}
 	out := map[string]string{}
-	names := map[string]bool{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		series, value := line[:i], line[i+1:]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for series, value := range samples(body) {
 		name, _, _ := strings.Cut(series, "{")
-		names[name] = true
+		r.exported[name] = true
 		if kept(name) {
 			out[series] = value
 		}
 	}
-	r.mu.Lock()
-	for n := range names {
-		r.exported[n] = true
-	}
-	r.mu.Unlock()
 	return out, nil
 }
 

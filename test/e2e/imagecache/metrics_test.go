@@ -27,14 +27,23 @@ func scrape(g Gomega, addr string) map[string]float64 {
 	body, err := io.ReadAll(resp.Body)
 	g.Expect(err).NotTo(HaveOccurred())
 	out := map[string]float64{}
+	for series, value := range samples(body) {
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[series] = v
+		}
+	}
+	return out
+}
+
+// samples splits a text exposition into "name{labels}" -> value as served.
+func samples(body []byte) map[string]string {
+	out := map[string]string{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		i := strings.LastIndex(line, " ")
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			out[line[:i]] = v
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			out[line[:i]] = line[i+1:]
 		}
 	}
 	return out
