@@ -16,7 +16,13 @@ import (
 // Job there would only hang until the deadline, #205, #207); so is a node
 // that is not Linux (our helpers are Linux binaries), and, with tolerations,
 // a node with a NoSchedule or NoExecute taint they do not tolerate.
-func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string {
+func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string { return SkipWith(n, l, nil) }
+
+// SkipWith is Skip for a controller run with a startup taint: the pull Jobs
+// tolerate that taint whatever the list's tolerations, so it never leaves a
+// node out. Without this, a list with tolerations would skip every new node
+// of a pool that registers them with the taint, and never release them.
+func SkipWith(n *corev1.Node, l *v1alpha2.CacheSpecImages, startup *StartupTaint) string {
 	switch {
 	case !Linux(n):
 		return v1alpha2.SkipNotLinux
@@ -24,7 +30,7 @@ func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string {
 		return v1alpha2.SkipNotReady
 	case n.Spec.Unschedulable:
 		return v1alpha2.SkipCordoned
-	case !tolerates(n, l.Tolerations):
+	case !tolerates(n, l.Tolerations, startup):
 		return v1alpha2.SkipTaintNotTolerated
 	}
 	return ""
@@ -34,13 +40,13 @@ func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string {
 // its selector (see Skip).
 func Eligible(n *corev1.Node, l *v1alpha2.CacheSpecImages) bool { return Skip(n, l) == "" }
 
-func tolerates(n *corev1.Node, tolerations []corev1.Toleration) bool {
+func tolerates(n *corev1.Node, tolerations []corev1.Toleration, startup *StartupTaint) bool {
 	if len(tolerations) == 0 {
 		return true
 	}
 	for i := range n.Spec.Taints {
 		taint := &n.Spec.Taints[i]
-		if taint.Effect == corev1.TaintEffectPreferNoSchedule {
+		if taint.Effect == corev1.TaintEffectPreferNoSchedule || startup.Matches(taint) {
 			continue
 		}
 		tolerated := false
@@ -111,11 +117,12 @@ func split(nodes []corev1.Node, l *v1alpha2.CacheSpecImages, skip func(*corev1.N
 }
 
 // EligibleNodes returns the names of the nodes any list of the spec would
-// pull onto now.
-func EligibleNodes(spec *v1alpha2.ImageCacheSpec, nodes []corev1.Node) map[string]bool {
+// pull onto now; startup is the controller's startup taint, or nil.
+func EligibleNodes(spec *v1alpha2.ImageCacheSpec, nodes []corev1.Node, startup *StartupTaint) map[string]bool {
 	out := map[string]bool{}
+	skip := func(n *corev1.Node, l *v1alpha2.CacheSpecImages) string { return SkipWith(n, l, startup) }
 	for i := range spec.CacheSpec {
-		e, _ := split(nodes, &spec.CacheSpec[i], Skip)
+		e, _ := split(nodes, &spec.CacheSpec[i], skip)
 		for _, n := range e {
 			out[n.Name] = true
 		}
@@ -130,11 +137,17 @@ func EligibleNodes(spec *v1alpha2.ImageCacheSpec, nodes []corev1.Node) map[strin
 // whatever the timing of that first look. Without a start time, every
 // eligible node counts. A node created in the same second counts as new: a
 // needless pull is skipped or cheap, a missed one is not.
-func ExistedAt(nodes []corev1.Node, eligible map[string]bool, t *metav1.Time) map[string]bool {
+//
+// A node that carries the startup taint never counts, whatever its age: it
+// is still held, so the controller that held it may have stopped before its
+// images were settled, and the taint itself is the record that they were
+// not. Counted as new, it gets an operation of its own, whose end releases
+// it; nothing in memory is needed to find it again.
+func ExistedAt(nodes []corev1.Node, eligible map[string]bool, t *metav1.Time, startup *StartupTaint) map[string]bool {
 	out := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i]
-		if !eligible[n.Name] {
+		if !eligible[n.Name] || startup.On(n) {
 			continue
 		}
 		if t == nil || n.CreationTimestamp.Time.Truncate(time.Second).Before(t.Time.Truncate(time.Second)) {

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
@@ -52,6 +53,14 @@ func TestBuild(t *testing.T) {
 	unlabelledWindows.Status.NodeInfo.OperatingSystem = "windows"
 	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 	other := []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
+	caching := &StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}
+	held := node("held", map[string]string{"tier": "web"})
+	held.Spec.Taints = []corev1.Taint{{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}}
+	heldGPU := node("held-gpu", map[string]string{"tier": "web"})
+	heldGPU.Spec.Taints = []corev1.Taint{{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}, tainted.Spec.Taints[0]}
+	heldOtherEffect := node("held-noexecute", map[string]string{"tier": "web"})
+	heldOtherEffect.Spec.Taints = []corev1.Taint{{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoExecute}}
+	startupNodes := []corev1.Node{nodes[0], held, heldGPU, heldOtherEffect}
 	cases := []struct {
 		name          string
 		in            Input
@@ -163,6 +172,27 @@ func TestBuild(t *testing.T) {
 			name: "update after a purge (no prior spec) pulls everything",
 			in:   Input{Op: Update, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: nodes},
 			want: []string{"pull redis:7 a", "pull redis:7 b"},
+		},
+		{
+			name: "without a startup taint, a list with tolerations leaves held nodes out",
+			in: Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: gpu}),
+				Nodes: startupNodes},
+			want:        []string{"pull redis:7 a"},
+			wantSkipped: 3, wantSkippedBy: map[string]string{"held": "TaintNotTolerated", "held-gpu": "TaintNotTolerated", "held-noexecute": "TaintNotTolerated"},
+		},
+		{
+			name: "the startup taint is tolerated beside a list's tolerations, and only that taint and effect",
+			in: Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: gpu}),
+				Nodes: startupNodes, StartupTaint: caching},
+			want:        []string{"pull redis:7 a", "pull redis:7 held", "pull redis:7 held-gpu"},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"held-noexecute": "TaintNotTolerated"},
+		},
+		{
+			name: "the startup taint does not make a taint of another key tolerated",
+			in: Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, Tolerations: other}),
+				Nodes: startupNodes, StartupTaint: &StartupTaint{Key: "kubefledged.io/caching"}},
+			want:        []string{"pull redis:7 a", "pull redis:7 held", "pull redis:7 held-noexecute"},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"held-gpu": "TaintNotTolerated"},
 		},
 		{
 			name:        "invalid images are reported, not planned",
@@ -288,20 +318,79 @@ func TestExistedAt(t *testing.T) {
 	nodeAt := func(name string, created time.Duration) corev1.Node {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(start.Add(created))}}
 	}
-	nodes := []corev1.Node{nodeAt("old", -time.Hour), nodeAt("same-second", 300*time.Millisecond), nodeAt("new", time.Minute), nodeAt("not-eligible", -time.Hour)}
-	eligible := map[string]bool{"old": true, "same-second": true, "new": true}
+	held := nodeAt("old-held", -time.Hour)
+	held.Spec.Taints = []corev1.Taint{{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}}
+	nodes := []corev1.Node{nodeAt("old", -time.Hour), nodeAt("same-second", 300*time.Millisecond), nodeAt("new", time.Minute), nodeAt("not-eligible", -time.Hour), held}
+	eligible := map[string]bool{"old": true, "same-second": true, "new": true, "old-held": true}
 	tests := []struct {
-		name  string
-		start *metav1.Time
-		want  map[string]bool
+		name    string
+		start   *metav1.Time
+		startup *StartupTaint
+		want    map[string]bool
 	}{
-		{"nodes created before the start", &start, map[string]bool{"old": true}},
-		{"no start time: every eligible node", nil, eligible},
+		{"nodes created before the start", &start, nil, map[string]bool{"old": true, "old-held": true}},
+		{"no start time: every eligible node", nil, nil, eligible},
+		{"a node still held is new, whatever its age", &start, &StartupTaint{Key: "kubefledged.io/caching"}, map[string]bool{"old": true}},
+		{"a taint of the key with another effect is not the startup taint", nil, &StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoExecute}, eligible},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(ExistedAt(nodes, eligible, tt.start)).To(Equal(tt.want))
+			g.Expect(ExistedAt(nodes, eligible, tt.start, tt.startup)).To(Equal(tt.want))
 		})
 	}
+}
+
+func TestParseStartupTaint(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    *StartupTaint
+		wantErr string
+	}{
+		{in: "", want: nil},
+		{in: "  ", want: nil},
+		{in: "kubefledged.io/caching:NoSchedule", want: &StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}},
+		{in: "kubefledged.io/caching", want: &StartupTaint{Key: "kubefledged.io/caching"}},
+		{in: "caching:NoExecute", want: &StartupTaint{Key: "caching", Effect: corev1.TaintEffectNoExecute}},
+		{in: "example.com/warm:PreferNoSchedule", want: &StartupTaint{Key: "example.com/warm", Effect: corev1.TaintEffectPreferNoSchedule}},
+		{in: "kubefledged.io/caching:noschedule", wantErr: `the effect "noschedule" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
+		{in: "kubefledged.io/caching:", wantErr: `the effect "" is not one of`},
+		{in: "kubefledged.io/caching=true:NoSchedule", wantErr: "has a value: give KEY[:EFFECT] only"},
+		{in: "Bad Key:NoSchedule", wantErr: `the key "Bad Key" is not a valid taint key`},
+		{in: ":NoSchedule", wantErr: `the key "" is not a valid taint key`},
+		{in: "a/b/c", wantErr: `the key "a/b/c" is not a valid taint key`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := ParseStartupTaint(tt.in)
+			if tt.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tt.want))
+			if got != nil {
+				again, err := ParseStartupTaint(got.String())
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(again).To(Equal(got), "String gives back what Parse takes")
+			}
+		})
+	}
+}
+
+func TestStartupTaintMatches(t *testing.T) {
+	g := NewWithT(t)
+	var off *StartupTaint
+	ns := corev1.Taint{Key: "kubefledged.io/caching", Value: "any", Effect: corev1.TaintEffectNoSchedule}
+	ne := corev1.Taint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoExecute}
+	g.Expect(off.Matches(&ns)).To(BeFalse(), "off matches nothing")
+	g.Expect(off.On(&corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{ns}}})).To(BeFalse())
+	g.Expect((&StartupTaint{Key: ns.Key}).Matches(&ns)).To(BeTrue(), "any effect, any value")
+	g.Expect((&StartupTaint{Key: ns.Key}).Matches(&ne)).To(BeTrue())
+	g.Expect((&StartupTaint{Key: ns.Key, Effect: corev1.TaintEffectNoSchedule}).Matches(&ne)).To(BeFalse())
+	g.Expect((&StartupTaint{Key: "other"}).Matches(&ns)).To(BeFalse())
+	tol := (&StartupTaint{Key: ns.Key, Effect: corev1.TaintEffectNoSchedule}).Toleration()
+	g.Expect(tol.ToleratesTaint(klog.Background(), &ns, false)).To(BeTrue(), "the Jobs' toleration ignores the value")
+	g.Expect(tol.ToleratesTaint(klog.Background(), &ne, false)).To(BeFalse())
 }

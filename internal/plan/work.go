@@ -50,6 +50,9 @@ type Input struct {
 	AlwaysPull bool
 	// Only, when set, restricts the work to these nodes (new nodes).
 	Only map[string]bool
+	// StartupTaint is --node-startup-taint, or nil: the pull Jobs tolerate
+	// it, so it leaves no node out (see SkipWith).
+	StartupTaint *StartupTaint
 }
 
 // skipDelete is Skip for delete Jobs. They tolerate every taint and run on
@@ -81,7 +84,7 @@ func Build(in Input) Plan {
 		if kind == jobs.Delete {
 			return skipDelete
 		}
-		return Skip
+		return func(n *corev1.Node, l *v1alpha2.CacheSpecImages) string { return SkipWith(n, l, in.StartupTaint) }
 	}
 	add := func(kind jobs.Kind, image string, l *v1alpha2.CacheSpecImages) {
 		ref, err := images.Parse(image)

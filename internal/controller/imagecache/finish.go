@@ -43,7 +43,7 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		p := plan.Build(plan.Input{Op: plan.Refresh, Spec: op.spec, Nodes: nodes.Items})
+		p := plan.Build(plan.Input{Op: plan.Refresh, Spec: op.spec, Nodes: nodes.Items, StartupTaint: r.Config.StartupTaint})
 		whole = &p
 	}
 

@@ -76,10 +76,10 @@ func (r *Reconciler) newNodes(ctx context.Context, cache *v1alpha2.ImageCache) (
 		return nil, err
 	}
 	key := client.ObjectKeyFromObject(cache)
-	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items)
+	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items, r.Config.StartupTaint)
 	covered, ok := r.ops.covered(key, cache.UID)
 	if !ok {
-		covered = plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime)
+		covered = plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint)
 	}
 	fresh := map[string]bool{}
 	still := map[string]bool{}

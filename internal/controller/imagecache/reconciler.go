@@ -53,6 +53,11 @@ type Config struct {
 	// StatusInterval is the least time between two progress writes of one
 	// cache; final writes are never held back.
 	StatusInterval time.Duration
+	// StartupTaint is --node-startup-taint, or nil. The pull Jobs tolerate
+	// it (Jobs.PullTolerations carries its toleration), it leaves no node
+	// out, and a node that carries it is new to every cache that has not
+	// served it (see plan.ExistedAt).
+	StartupTaint *plan.StartupTaint
 }
 
 // JobIndex is what the reconciler reads of its running Jobs, and where their

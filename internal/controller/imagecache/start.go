@@ -51,18 +51,18 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	}
 	p := plan.Build(plan.Input{
 		Op: kind, Spec: cache.Spec, Prior: cache.Status.ProcessedSpec,
-		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only,
+		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only, StartupTaint: r.Config.StartupTaint,
 	})
 	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	now := r.Clock.Now()
-	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items)
+	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items, r.Config.StartupTaint)
 	op := &operation{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
 		spec: *cache.Spec.DeepCopy(), start: now, eligible: eligible, only: only,
-		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime),
+		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint),
 		index:         map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, unmatched: p.Unmatched,
@@ -171,7 +171,7 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		return err
 	}
 	joined := map[string]bool{}
-	for n := range plan.EligibleNodes(&op.spec, nodes.Items) {
+	for n := range plan.EligibleNodes(&op.spec, nodes.Items, r.Config.StartupTaint) {
 		if !op.eligible[n] {
 			joined[n] = true
 		}
@@ -179,7 +179,8 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	if len(joined) == 0 {
 		return nil
 	}
-	p := plan.Build(plan.Input{Op: plan.NewNodes, Spec: op.spec, Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: joined})
+	p := plan.Build(plan.Input{Op: plan.NewNodes, Spec: op.spec, Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: joined,
+		StartupTaint: r.Config.StartupTaint})
 	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
 		return err
 	}
