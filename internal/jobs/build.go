@@ -56,6 +56,10 @@ type Options struct {
 	CRISocketPath string
 	// ActiveDeadline bounds a Job's life in the cluster, retained or not.
 	ActiveDeadline int64
+	// PullTolerations are added to the tolerations of a list that has its
+	// own: the startup taint's, so that a list that tolerates only its
+	// dedicated nodes' taints still reaches a node held for its images.
+	PullTolerations []corev1.Toleration
 }
 
 // Owner is the cache and operation a Job belongs to.
@@ -116,6 +120,9 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	pod.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	if len(w.Tolerations) > 0 {
 		pod.Tolerations = append([]corev1.Toleration{}, w.Tolerations...)
+		if w.Kind == Pull {
+			pod.Tolerations = append(pod.Tolerations, opts.PullTolerations...)
+		}
 	}
 	pod.PriorityClassName = opts.PriorityClassName
 	if opts.ServiceAccountName != "" {

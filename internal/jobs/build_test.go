@@ -121,3 +121,35 @@ func TestNamesAreValidAndDistinct(t *testing.T) {
 	}
 	g.Expect(CacheLabelValue("web")).To(Equal("web"))
 }
+
+// The startup taint's toleration is added to a list's own tolerations; a
+// list without any tolerates every taint already, so it gets nothing more.
+func TestPullTolerations(t *testing.T) {
+	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}
+	caching := corev1.Toleration{Key: "kubefledged.io/caching", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	all := corev1.Toleration{Operator: corev1.TolerationOpExists}
+	tests := []struct {
+		name  string
+		kind  Kind
+		list  []corev1.Toleration
+		extra []corev1.Toleration
+		want  []corev1.Toleration
+	}{
+		{name: "no list tolerations: every taint", kind: Pull, extra: []corev1.Toleration{caching}, want: []corev1.Toleration{all}},
+		{name: "list tolerations and the startup taint's", kind: Pull, list: []corev1.Toleration{gpu}, extra: []corev1.Toleration{caching}, want: []corev1.Toleration{gpu, caching}},
+		{name: "list tolerations, no startup taint", kind: Pull, list: []corev1.Toleration{gpu}, want: []corev1.Toleration{gpu}},
+		{name: "delete Jobs are not pulls", kind: Delete, list: []corev1.Toleration{gpu}, extra: []corev1.Toleration{caching}, want: []corev1.Toleration{gpu}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := work(tt.kind, "nginx:1.21", "containerd://1.7")
+			w.Tolerations = tt.list
+			opts := Options{HelperImage: "example.com/kubefledged:v1", PullTolerations: tt.extra}
+			j, err := Build(Owner{Cache: cache("web"), Operation: "op1"}, w, opts)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(j.Spec.Template.Spec.Tolerations).To(Equal(tt.want))
+			g.Expect(w.Tolerations).To(Equal(tt.list), "the work's own list is not changed")
+		})
+	}
+}
