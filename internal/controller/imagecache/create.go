@@ -88,6 +88,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	now = r.Clock.Now()
 	var refused, gaveUp, retried int
 	var firstRefusal, firstRetry error
+	var failedNames []string
 	for k, i := range todo {
 		name := op.names[i]
 		err := errs[k]
@@ -119,6 +120,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		}
 		delete(op.retrying, name)
 		op.settled[name] = o
+		failedNames = append(failedNames, name)
 		op.failedCreates++
 		observe(op.work[i].Kind, o)
 		if node, ok := op.holding[name]; ok {
@@ -127,6 +129,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		}
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	r.settleHeld(key, op, failedNames)
 	logger := log.FromContext(ctx)
 	if refused+gaveUp > 0 {
 		logger.Info("job creates failed for good; their pairs fail", "id", op.id, "refused", refused, "gaveUp", gaveUp, "error", firstRefusal.Error())

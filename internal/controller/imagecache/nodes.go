@@ -43,6 +43,10 @@ func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []rec
 	if !ok {
 		return nil
 	}
+	if r.Config.StartupTaint != nil && !r.Config.StartupTaint.On(node) {
+		// Released (or never held): nobody asks about it any more.
+		r.ops.releasedNode(node.Name)
+	}
 	caches := &v1alpha2.ImageCacheList{}
 	if err := r.Client.List(ctx, caches); err != nil {
 		return nil
@@ -76,6 +80,7 @@ func (r *Reconciler) newNodes(ctx context.Context, cache *v1alpha2.ImageCache) (
 		return nil, err
 	}
 	key := client.ObjectKeyFromObject(cache)
+	r.pruneHeld(key, nodes.Items)
 	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items, r.Config.StartupTaint)
 	covered, ok := r.ops.covered(key, cache.UID)
 	if !ok {

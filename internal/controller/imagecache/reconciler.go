@@ -83,6 +83,11 @@ type Reconciler struct {
 	// Ready is closed when the start-up clean-up has finished; no operation
 	// starts before, so no new Job can be deleted by it.
 	Ready <-chan struct{}
+	// HeldNodeSettled, when set, is told each time every pair of a cache
+	// on a node held by the startup taint is settled, so that the node is
+	// released now rather than at the cache's next status write. It must
+	// not block.
+	HeldNodeSettled func(node string)
 
 	started time.Time
 	ops     *tracker

@@ -172,6 +172,7 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			r.limiter.Release(key, node)
 		}
 	}
+	r.settleHeld(key, op, settledNow)
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	op.counts = countsOf(op)
 	if len(op.settled) < len(op.names) {

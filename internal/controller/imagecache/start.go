@@ -110,6 +110,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	}
 	op.written, op.lastWrite = op.counts, now
 	r.ops.put(client.ObjectKeyFromObject(cache), op)
+	r.startHeld(cache, op, nodes.Items, &p)
 	logger.Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
 		"skippedNodes", len(op.skippedNodes), "failedUnstarted", len(op.unstarted))
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), detail)
@@ -196,6 +197,7 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	op.skipped += p.Skipped
 	before := len(op.work)
 	r.addWork(cache, op, p.Work)
+	r.holdNodes(client.ObjectKeyFromObject(cache), op, nodes.Items, joined, p.Work, p.Invalid, false)
 	log.FromContext(ctx).Info("nodes joined the running operation", "id", op.id, "nodes", nodeList(joined), "jobs", len(op.work)-before)
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(plan.NewNodes), "Images are being pulled on to new nodes: "+nodeList(joined))
 	return nil

@@ -90,6 +90,10 @@ type operation struct {
 	// final is computed once, when every item is settled; retries of the
 	// finishing writes reuse it.
 	final *finalState
+
+	// held are the nodes carrying the startup taint whose records this
+	// operation keeps (held.go); nil when there are none.
+	held map[string]bool
 }
 
 type finalState struct {
@@ -114,6 +118,9 @@ type tracker struct {
 	// nodesChanged are the caches with a running operation that a node
 	// event concerned: a node may have become eligible meanwhile.
 	nodesChanged map[types.NamespacedName]bool
+	// held are the records of nodes that carry the startup taint, per
+	// cache (held.go).
+	held map[types.NamespacedName]*heldCache
 }
 
 type coverage struct {
@@ -123,7 +130,8 @@ type coverage struct {
 
 func newTracker() *tracker {
 	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{},
-		changed: map[types.NamespacedName]map[string]bool{}, nodesChanged: map[types.NamespacedName]bool{}}
+		changed: map[types.NamespacedName]map[string]bool{}, nodesChanged: map[types.NamespacedName]bool{},
+		held: map[types.NamespacedName]*heldCache{}}
 }
 
 // nodeChanged notes a node event that concerns cache k, if an operation runs.
@@ -214,6 +222,7 @@ func (t *tracker) forget(k types.NamespacedName) {
 	delete(t.coverage, k)
 	delete(t.changed, k)
 	delete(t.nodesChanged, k)
+	delete(t.held, k)
 }
 
 func newOperationID() string {
