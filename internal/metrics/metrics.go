@@ -46,10 +46,27 @@ var (
 		Name: "kubefledged_jobs_in_flight",
 		Help: "Jobs created and not yet settled, across all caches.",
 	})
+	// NodeHoldSeconds observes, for each node released from the startup
+	// taint, the time from its creation to the release, by why it was
+	// released (cached, failed, no_cache, timeout): what the taint cost
+	// in capacity, and how often the timeout had to act.
+	NodeHoldSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kubefledged_node_startup_taint_hold_seconds",
+		Help:    "Time from a node's creation to the removal of its startup taint, by reason (cached, failed, no_cache, timeout).",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800},
+	}, []string{"reason"})
+	// NodeTimeoutImages counts the images that were not cached on nodes
+	// released at the timeout. Their names go to the node's Event: as
+	// labels they would have no bound.
+	NodeTimeoutImages = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubefledged_node_startup_taint_timeout_images_total",
+		Help: "Images not cached on nodes whose startup taint was removed at the timeout (their names are in the node's StartupTaintTimeout Event).",
+	})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(JobsCreated, JobsFinished, ImagePulls, OperationDuration, JobsInFlight)
+	crmetrics.Registry.MustRegister(JobsCreated, JobsFinished, ImagePulls, OperationDuration, JobsInFlight,
+		NodeHoldSeconds, NodeTimeoutImages)
 	initLabelSets()
 }
 
