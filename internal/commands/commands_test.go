@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,14 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--image-pull-policy=Never"}, wantCode: 1, wantErr: "use one of IfNotPresent, Always"},
 		{args: []string{"controller", "--image-cache-refresh-frequency=-5m"}, wantCode: 1, wantErr: "is negative"},
 		{args: []string{"controller", "--max-concurrent-jobs=0"}, wantCode: 1, wantErr: "--max-concurrent-jobs: 0 is too small"},
+		{args: []string{"controller", "--node-startup-taint=kubefledged.io/caching:NoScheduled"}, wantCode: 1,
+			wantErr: `kubefledged controller: invalid value "kubefledged.io/caching:NoScheduled" for flag --node-startup-taint: "kubefledged.io/caching:NoScheduled": the effect "NoScheduled" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
+		{args: []string{"controller", "--node-startup-taint=kubefledged.io/caching=true:NoSchedule"}, wantCode: 1,
+			wantErr: "has a value: give KEY[:EFFECT] only"},
+		{args: []string{"controller", "--node-startup-taint=kubefledged io/caching"}, wantCode: 1, wantErr: "is not a valid taint key"},
+		{args: []string{"controller", "--node-startup-taint-timeout=0s"}, wantCode: 1,
+			wantErr: `invalid value "0s" for flag --node-startup-taint-timeout: "0s" is too short: use at least 1s`},
+		{args: []string{"controller", "--node-startup-taint-timeout=ten"}, wantCode: 1, wantErr: "is not a duration"},
 		{args: []string{"controller", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
 		// The original's ignored flags do not let other unknown ones through,
 		// and their warnings do not come before the error.
@@ -219,6 +228,35 @@ func TestControllerAcceptsGlogFlags(t *testing.T) {
 				g.Expect(lines[i]).To(HavePrefix("kubefledged controller: warning: --" + name + " is ignored"))
 				g.Expect(lines[i]).To(ContainSubstring("--zap-log-level"))
 			}
+		})
+	}
+}
+
+// TestControllerStartupTaint: off by default, with its timeout at 10m; the
+// chart always passes both flags, the taint empty when off.
+func TestControllerStartupTaint(t *testing.T) {
+	cases := []struct {
+		args        []string
+		wantTaint   string
+		wantTimeout time.Duration
+	}{
+		{args: nil, wantTaint: "", wantTimeout: 10 * time.Minute},
+		{args: []string{"--node-startup-taint=", "--node-startup-taint-timeout=10m"}, wantTaint: "", wantTimeout: 10 * time.Minute},
+		{args: []string{"--node-startup-taint=kubefledged.io/caching:NoSchedule", "--node-startup-taint-timeout=90s"},
+			wantTaint: "kubefledged.io/caching:NoSchedule", wantTimeout: 90 * time.Second},
+		{args: []string{"--node-startup-taint=example.com/warming"}, wantTaint: "example.com/warming", wantTimeout: 10 * time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			g := NewWithT(t)
+			clearOriginalEnv(t)
+			var errb bytes.Buffer
+			o, err := controllerOptions(c.args, &errb)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(errb.String()).To(BeEmpty())
+			g.Expect(o.StartupTaint.String()).To(Equal(c.wantTaint))
+			g.Expect(o.StartupTaint.Value == nil).To(Equal(c.wantTaint == ""))
+			g.Expect(o.StartupTaintTimeout.Value).To(Equal(c.wantTimeout))
 		})
 	}
 }

@@ -34,9 +34,11 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
 	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
+	"github.com/kubefledged/kube-fledged/internal/controller/startuptaint"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
+	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
 )
 
@@ -67,6 +69,8 @@ type ControllerOptions struct {
 	Workers                 cli.PositiveInt
 	MaxJobs                 cli.PositiveInt
 	MaxJobsPerNode          cli.PositiveInt
+	StartupTaint            StartupTaintFlag
+	StartupTaintTimeout     cli.Duration
 	Webhook                 webhook.Options
 
 	// Warnings name the original's flags and environment that were given
@@ -129,6 +133,7 @@ func NewControllerOptions() *ControllerOptions {
 		Workers:                 cli.PositiveInt{Value: 4, Min: 1},
 		MaxJobs:                 cli.PositiveInt{Value: 100, Min: 1},
 		MaxJobsPerNode:          cli.PositiveInt{Value: 2, Min: 1},
+		StartupTaintTimeout:     cli.Duration{Value: 10 * time.Minute, Min: time.Second},
 		Warnings:                warnings,
 	}
 }
@@ -161,7 +166,27 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
 	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "Jobs in flight at once across all caches, shared fairly between them")
 	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "Jobs in flight at once on one node")
+	fs.Var(&o.StartupTaint, "node-startup-taint", "KEY[:EFFECT] of the taint new nodes register with, e.g. kubefledged.io/caching:NoSchedule: "+
+		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
+	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")
 	o.Webhook.BindFlags(fs)
+}
+
+// StartupTaintFlag is --node-startup-taint, parsed as it is given so that a
+// bad key or effect stops the controller at once with one line, rather than
+// when the first node joins. Empty is off.
+type StartupTaintFlag struct{ Value *plan.StartupTaint }
+
+func (f *StartupTaintFlag) String() string { return f.Value.String() }
+
+// Set parses KEY[:EFFECT].
+func (f *StartupTaintFlag) Set(s string) error {
+	t, err := plan.ParseStartupTaint(s)
+	if err != nil {
+		return err
+	}
+	f.Value = t
+	return nil
 }
 
 // ignoredFlag accepts a glog flag of the original that no longer does
@@ -326,6 +351,18 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			MaxJobsPerNode:          o.MaxJobsPerNode.Value,
 		},
 	}
+	if taint := o.StartupTaint.Value; taint != nil {
+		r.Config.StartupTaint = taint
+		r.Config.Jobs.PullTolerations = []corev1.Toleration{taint.Toleration()}
+		st := startuptaint.New(mgr.GetClient(), mgr.GetEventRecorderFor("kubefledged-controller"), taint, o.StartupTaintTimeout.Value, r)
+		r.HeldNodeSettled = st.Wake
+		if err := st.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		metrics.RegisterHeldNodes(mgr.GetClient(), taint.On)
+	} else {
+		metrics.RegisterHeldNodes(nil, nil)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -340,7 +377,8 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		return err
 	}
 	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value,
-		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String())
+		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String(),
+		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String())
 	return mgr.Start(ctx)
 }
 

@@ -23,11 +23,13 @@ var heldCollector = &HeldNodes{desc: prometheus.NewDesc("kubefledged_nodes_held"
 
 var heldRegistered bool
 
-// RegisterHeldNodes registers the collector once per process; a second
-// registration (tests start several controllers) replaces what it reads.
+// RegisterHeldNodes registers the collector once per process, when the
+// startup taint is on (held not nil); a second call (tests start several
+// controllers, with the taint and without) replaces what it reads, and with
+// nil it reports nothing.
 func RegisterHeldNodes(r client.Reader, held func(*corev1.Node) bool) {
 	heldCollector.Reader, heldCollector.Held = r, held
-	if !heldRegistered {
+	if held != nil && !heldRegistered {
 		crmetrics.Registry.MustRegister(heldCollector)
 		heldRegistered = true
 	}
