@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/test/golden"
 )
 
@@ -188,7 +189,28 @@ func TestCRDRefusesWhatTheChartRefuses(t *testing.T) {
 		{"podDisruptionBudget: {minAvailable: half}", "spec.podDisruptionBudget.minAvailable"},
 		{"controler: {replicaCount: 2}", "unknown field spec.controler"},
 		{"controller: {jobRetentionPolcy: retain}", "unknown field spec.controller.jobRetentionPolcy"},
+		{"controller: {nodeStartupTaint: 'kubefledged.io/caching:Never'}", "spec.controller.nodeStartupTaint"},
+		{"controller: {nodeStartupTaintTimeout: ten minutes}", "spec.controller.nodeStartupTaintTimeout"},
 	})
+}
+
+// The CRD takes a startup taint exactly when the controller's flag does:
+// one refused by the flag alone would crash the controller pods that the
+// operator installs.
+func TestCRDStartupTaintAgreesWithTheFlag(t *testing.T) {
+	c := newSpecChecker(t)
+	for _, v := range []string{
+		"", "kubefledged.io/caching", "kubefledged.io/caching:NoSchedule", "caching:NoExecute", "example.com/warm:PreferNoSchedule",
+		"a", "A_b.c-D", "sub.example.com/x",
+		"kubefledged.io/caching:noschedule", "kubefledged.io/caching:", "kubefledged.io/caching=true:NoSchedule", ":NoSchedule",
+		"Bad Key", "a/b/c", "Example.com/x", "-a", "a-", "kubefledged.io/",
+	} {
+		_, flagErr := plan.ParseStartupTaint(v)
+		errs := c.check(map[string]interface{}{"controller": map[string]interface{}{"nodeStartupTaint": v}})
+		if (flagErr == nil) != (len(errs) == 0) {
+			t.Errorf("%q: the flag says %v, the CRD %v", v, flagErr, errs)
+		}
+	}
 }
 
 // The pod-level values (affinity, tolerations, topology spread, resources,

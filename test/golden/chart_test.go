@@ -204,6 +204,8 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--helper-image":                  "ghcr.io/kubefledged/kubefledged:v0.11.0",
 		"--max-concurrent-jobs":           "100",
 		"--max-concurrent-jobs-per-node":  "2",
+		"--node-startup-taint":            "",
+		"--node-startup-taint-timeout":    "10m",
 		"--leader-elect":                  "true",
 		"--leader-election-namespace":     Namespace,
 		"--metrics-bind-address":          ":8080",
@@ -294,6 +296,10 @@ func TestFlagsPerCase(t *testing.T) {
 			"--zap-log-level":                 "debug",
 			"--health-probe-bind-address":     ":9081",
 			"--kube-api-qps":                  "50",
+		},
+		"startup-taint": {
+			"--node-startup-taint":         "kubefledged.io/caching:NoSchedule",
+			"--node-startup-taint-timeout": "15m",
 		},
 		"leader-election":     {"--leader-election-namespace": "kube-system"},
 		"leader-election-off": {"--leader-elect": "false"},
@@ -450,6 +456,25 @@ func TestObjectsPerCase(t *testing.T) {
 	t.Run("serviceaccount-default", func(t *testing.T) {
 		if sa := deployment(t, render(t, c, "serviceaccount-default")).Spec.Template.Spec.ServiceAccountName; sa != "default" {
 			t.Errorf("Deployment uses %q", sa)
+		}
+	})
+	// Nodes are written only to remove the startup taint: the right to
+	// patch them comes with it, and not otherwise.
+	t.Run("startup-taint", func(t *testing.T) {
+		patchesNodes := func(name string) bool {
+			role := one[rbacv1.ClusterRole](t, render(t, c, name).Find("ClusterRole", ""), "ClusterRole")
+			for _, rule := range role.Rules {
+				if slices.Contains(rule.Resources, "nodes") && slices.Contains(rule.Verbs, "patch") {
+					return true
+				}
+			}
+			return false
+		}
+		if !patchesNodes("startup-taint") {
+			t.Error("the startup taint needs the right to patch nodes")
+		}
+		if patchesNodes("defaults") {
+			t.Error("without the startup taint the controller must not be able to patch nodes")
 		}
 	})
 	t.Run("rbac-off", func(t *testing.T) {
