@@ -19,6 +19,8 @@ package hold
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -117,7 +119,7 @@ func Decide(in Input) Decision {
 	}
 	sort.Strings(d.Caches)
 	sort.Strings(d.Waiting)
-	d.Failed = failed.sorted()
+	d.Failed = slices.Sorted(maps.Keys(failed))
 	deadline := created.Add(in.Timeout)
 	switch {
 	case len(d.Caches) == 0:
@@ -129,7 +131,7 @@ func Decide(in Input) Decision {
 	case !in.Now.Before(deadline):
 		d.Reason = Timeout
 		pending.add(d.Failed...)
-		d.NotReady = pending.sorted()
+		d.NotReady = slices.Sorted(maps.Keys(pending))
 	default:
 		d.After = deadline.Sub(in.Now)
 	}
@@ -212,16 +214,4 @@ func (s set) add(l ...string) {
 	for _, x := range l {
 		s[x] = true
 	}
-}
-
-func (s set) sorted() []string {
-	if len(s) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(s))
-	for x := range s {
-		out = append(out, x)
-	}
-	sort.Strings(out)
-	return out
 }

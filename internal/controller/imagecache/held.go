@@ -1,7 +1,8 @@
 package imagecache
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -149,9 +150,9 @@ func (r *Reconciler) NodeState(key types.NamespacedName, uid types.UID, node str
 	defer t.mu.Unlock()
 	if hc := t.held[key]; hc != nil && hc.uid == uid {
 		if h := hc.nodes[node]; h != nil {
-			st := hold.CacheState{Known: true, Done: h.done(), Failed: sortedKeys(h.failed)}
+			st := hold.CacheState{Known: true, Done: h.done(), Failed: slices.Sorted(maps.Keys(h.failed))}
 			if !st.Done {
-				st.Pending = sortedKeys(h.pending)
+				st.Pending = slices.Sorted(maps.Keys(h.pending))
 			}
 			return st
 		}
@@ -297,16 +298,4 @@ func (r *Reconciler) startHeld(cache *v1alpha2.ImageCache, op *operation, nodes 
 		return
 	}
 	r.holdNodes(key, op, nodes, r.heldServed(key, op), p.Work, p.Invalid, op.kind == plan.Update)
-}
-
-func sortedKeys(m map[string]bool) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
