@@ -55,13 +55,15 @@ var (
 		Help:    "Time from a node's creation to the removal of its startup taint, by reason (cached, failed, no_cache, timeout).",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800},
 	}, []string{"reason"})
-	// NodeTimeoutImages counts the images that were not cached on nodes
-	// released at the timeout. Their names go to the node's Event: as
-	// labels they would have no bound.
-	NodeTimeoutImages = prometheus.NewCounter(prometheus.CounterOpts{
+	// NodeTimeoutImages counts, by image, the nodes released at the
+	// timeout without that image: which images keep nodes from their
+	// capacity. The label is bounded by the images the caches name, not by
+	// the nodes; the nodes themselves are in their StartupTaintTimeout
+	// Events.
+	NodeTimeoutImages = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubefledged_node_startup_taint_timeout_images_total",
-		Help: "Images not cached on nodes whose startup taint was removed at the timeout (their names are in the node's StartupTaintTimeout Event).",
-	})
+		Help: "Nodes whose startup taint was removed at the timeout without this image cached, by image.",
+	}, []string{"image"})
 )
 
 func init() {

@@ -179,7 +179,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	held := r.Clock.Since(node.CreationTimestamp.Time)
 	metrics.NodeHoldSeconds.WithLabelValues(string(d.Reason)).Observe(held.Seconds())
 	if d.Reason == hold.Timeout {
-		metrics.NodeTimeoutImages.Add(float64(len(d.NotReady)))
+		for _, img := range d.NotReady {
+			metrics.NodeTimeoutImages.WithLabelValues(img).Inc()
+		}
 	}
 	typ, reason, msg := d.Event(r.Taint)
 	r.Recorder.Event(node, typ, reason, msg)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -167,12 +168,18 @@ func holdSamples(reason hold.Reason) (uint64, float64) {
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 }
 
-func timeoutImages() float64 {
-	m := &dto.Metric{}
-	if err := metrics.NodeTimeoutImages.Write(m); err != nil {
-		panic(err)
+// timeoutImages is, for each image, how many nodes were released at the
+// timeout without it.
+func timeoutImages(images ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, img := range images {
+		m := &dto.Metric{}
+		if err := metrics.NodeTimeoutImages.WithLabelValues(img).Write(m); err != nil {
+			panic(err)
+		}
+		out[img] = m.GetCounter().GetValue()
 	}
-	return m.GetCounter().GetValue()
+	return out
 }
 
 func TestRelease(t *testing.T) {
@@ -187,7 +194,7 @@ func TestRelease(t *testing.T) {
 		wantEvent   string
 		wantRequeue time.Duration
 		wantReason  hold.Reason
-		notReady    int
+		notReady    []string // counted by the timeout metric
 	}{{
 		name: "no cache applies: released at once, other taints kept", node: node("n1", lifecycle, dedicated),
 		caches:     []*v1alpha2.ImageCache{imageCache("db", map[string]string{"pool": "db"}, "postgres:16")},
@@ -220,7 +227,7 @@ func TestRelease(t *testing.T) {
 		name: "the timeout: released with a Warning naming the images not cached", node: node("n1"), at: timeout + time.Second,
 		caches:     []*v1alpha2.ImageCache{imageCache("web", web, "nginx:1.27", "redis:7.2")},
 		states:     states{"web/n1": {Known: true, Pending: []string{"nginx:1.27", "redis:7.2"}}},
-		wantReason: hold.Timeout, notReady: 2,
+		wantReason: hold.Timeout, notReady: []string{"nginx:1.27", "redis:7.2"},
 		wantEvent: "Warning StartupTaintTimeout 2 image(s) of ImageCache apps/web were not cached on the node within 10m1s: nginx:1.27, redis:7.2. Removed taint kubefledged.io/caching:NoSchedule anyway",
 	}, {
 		name: "a node without the taint: nothing to do", node: func() *corev1.Node { n := node("n1"); n.Spec.Taints = []corev1.Taint{dedicated}; return n }(),
@@ -242,7 +249,7 @@ func TestRelease(t *testing.T) {
 			h := newHarness(t, tt.states, objs...)
 			h.clock.SetTime(epoch.Add(tt.at))
 			count, sum := holdSamples(tt.wantReason)
-			images := timeoutImages()
+			images := timeoutImages("nginx:1.27", "redis:7.2", "fail.invalid/x:1")
 
 			res := h.step("n1")
 
@@ -259,7 +266,14 @@ func TestRelease(t *testing.T) {
 			c, s := holdSamples(tt.wantReason)
 			g.Expect(c).To(Equal(count+1), "one release observed")
 			g.Expect(s-sum).To(BeNumerically("~", tt.at.Seconds(), 0.001), "from the node's creation")
-			g.Expect(timeoutImages() - images).To(Equal(float64(tt.notReady)))
+			want := map[string]float64{}
+			for img, n := range images {
+				want[img] = n
+				if slices.Contains(tt.notReady, img) {
+					want[img]++
+				}
+			}
+			g.Expect(timeoutImages("nginx:1.27", "redis:7.2", "fail.invalid/x:1")).To(Equal(want), "one count per image not cached, named")
 
 			// Released once: a second look writes nothing.
 			h.step("n1")

@@ -445,7 +445,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	after := scrape(g, addr)
 	delta := func(name string) float64 { return after[name] - before[name] }
 	g.Expect(delta(`kubefledged_node_startup_taint_hold_seconds_count{reason="timeout"}`)).To(Equal(1.0))
-	g.Expect(delta(`kubefledged_node_startup_taint_timeout_images_total`)).To(Equal(1.0))
+	g.Expect(delta(`kubefledged_node_startup_taint_timeout_images_total{image="`+bad+`"}`)).To(Equal(1.0), "the image not cached is named")
 	g.Expect(delta(`kubefledged_node_startup_taint_hold_seconds_count{reason="no_cache"}`)).To(Equal(1.0))
 }
 
