@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -21,13 +22,18 @@ type HeldNodes struct {
 var heldCollector = &HeldNodes{desc: prometheus.NewDesc("kubefledged_nodes_held",
 	"Nodes that carry the startup taint now, waiting for their images.", nil, nil)}
 
-var heldRegistered bool
+var (
+	heldMu         sync.Mutex
+	heldRegistered bool
+)
 
 // RegisterHeldNodes registers the collector once per process, when the
 // startup taint is on (held not nil); a second call (tests start several
 // controllers, with the taint and without) replaces what it reads, and with
 // nil it reports nothing.
 func RegisterHeldNodes(r client.Reader, held func(*corev1.Node) bool) {
+	heldMu.Lock()
+	defer heldMu.Unlock()
 	heldCollector.Reader, heldCollector.Held = r, held
 	if held != nil && !heldRegistered {
 		crmetrics.Registry.MustRegister(heldCollector)
@@ -40,16 +46,19 @@ func (c *HeldNodes) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *HeldNodes) Collect(ch chan<- prometheus.Metric) {
-	if c.Reader == nil || c.Held == nil {
+	heldMu.Lock()
+	reader, held := c.Reader, c.Held
+	heldMu.Unlock()
+	if reader == nil || held == nil {
 		return
 	}
 	nodes := &corev1.NodeList{}
-	if err := c.Reader.List(context.Background(), nodes, client.UnsafeDisableDeepCopy); err != nil {
+	if err := reader.List(context.Background(), nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	n := 0
 	for i := range nodes.Items {
-		if c.Held(&nodes.Items[i]) {
+		if held(&nodes.Items[i]) {
 			n++
 		}
 	}
