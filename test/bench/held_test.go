@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// benchStartupTaint is the taint scenario 5's nodes register with: the one
+// the docs suggest.
+var benchStartupTaint = &plan.StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}
+
+// Scenario 5: HeldNodes nodes join a cluster whose cache is complete, each
+// registered with the startup taint, and the controller holds each until
+// its images are pulled. What a node costs is its hold: the time from its
+// creation to its release, during which it is paid for and runs nothing.
+type heldResult struct {
+	Run              runInfo `json:"run"`
+	ClusterNodes     int     `json:"clusterNodes"`
+	HeldNodes        int     `json:"heldNodes"`
+	Images           int     `json:"images"`
+	Pairs            int     `json:"pairs"`
+	PullDelaySeconds float64 `json:"pullDelaySeconds"`
+	// Per node, from when the benchmark's watch first saw it (its
+	// creation) to when it saw it without the taint: median, 90th
+	// percentile and max over the nodes released.
+	HoldMedian float64 `json:"holdMedianSeconds"`
+	HoldP90    float64 `json:"holdP90Seconds"`
+	HoldMax    float64 `json:"holdMaxSeconds"`
+	// The same from when each node was seen Ready, as scenario 2 counts.
+	HoldAfterReadyMedian float64 `json:"holdAfterReadyMedianSeconds"`
+	HoldAfterReadyMax    float64 `json:"holdAfterReadyMaxSeconds"`
+	// ReleaseAfterPulled is, per node, from the last of its pull Jobs
+	// seen finished to its release: what the release itself adds to the
+	// pulls (median, max).
+	ReleaseAfterPulledMedian float64 `json:"releaseAfterPulledMedianSeconds"`
+	ReleaseAfterPulledMax    float64 `json:"releaseAfterPulledMaxSeconds"`
+	// AllReleasedSeconds runs from the create of the first node to the
+	// release of the last.
+	AllReleasedSeconds float64 `json:"allReleasedSeconds"`
+	// ReleasedBy counts the releases by reason, from the controller's
+	// kubefledged_node_startup_taint_hold_seconds histogram; HistogramMean
+	// is its mean over this scenario's releases.
+	ReleasedBy           map[string]int `json:"releasedBy"`
+	HistogramMeanSeconds float64        `json:"histogramMeanSeconds"`
+	// NodesNotReleased are held nodes still tainted at the end.
+	NodesNotReleased []string `json:"nodesNotReleased,omitempty"`
+	Phase            *phase   `json:"phase"`
+}
+
+func (e *env) heldNodes(ns string) (*heldResult, error) {
+	ctx, cancel := e.phaseContext()
+	defer cancel()
+	imgs := imageNames(e.cfg.Images)
+	names := nodeNames("bench-held-", e.cfg.HeldNodes)
+	r := &heldResult{Run: e.runInfo(), ClusterNodes: e.cfg.Nodes, HeldNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
+		PullDelaySeconds: e.cfg.PullDelay.Seconds(), ReleasedBy: map[string]int{}}
+	caches := &v1alpha2.ImageCacheList{}
+	if err := e.k8s.List(ctx, caches, client.InNamespace(ns)); err != nil {
+		return r, err
+	}
+	if len(caches.Items) != 1 {
+		return r, fmt.Errorf("want one complete cache in %s, found %d", ns, len(caches.Items))
+	}
+	cacheName := caches.Items[0].Name
+	hw, err := watchHolds(ctx, e.kube, benchStartupTaint)
+	if err != nil {
+		return r, err
+	}
+	jw, err := watchJobs(ctx, e.kube, ns)
+	if err != nil {
+		return r, err
+	}
+	cw, err := watchCaches(ctx, e.k8s, ns)
+	if err != nil {
+		return r, err
+	}
+	ctl, err := e.runController("s5-held-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String(),
+		"--node-startup-taint="+benchStartupTaint.String())
+	if err != nil {
+		return r, err
+	}
+	defer ctl.stop()
+	p := &phase{Name: "scenario 5, default caps", Caps: defaultCaps, Pairs: r.Pairs}
+	m, err := e.startMeter(ctl)
+	if err != nil {
+		return r, err
+	}
+	specs := make([]sandbox.NodeSpec, len(names))
+	for i, n := range names {
+		specs[i] = sandbox.NodeSpec{Name: n, Taints: []corev1.Taint{{Key: benchStartupTaint.Key, Effect: benchStartupTaint.Effect}}}
+	}
+	e.t.Logf("scenario 5: %d nodes join a %d-node cluster with the startup taint %s", len(names), e.cfg.Nodes, benchStartupTaint)
+	began := time.Now()
+	if err := e.sb.CreateNodes(ctx, specs...); err != nil {
+		return r, err
+	}
+	wctx, wcancel := untilExit(ctx, ctl)
+	defer wcancel()
+	for hw.released(names) < len(names) {
+		select {
+		case <-wctx.Done():
+			if err := ctl.alive(); err != nil {
+				return r, err
+			}
+			r.NodesNotReleased = hw.held(names)
+			return r, fmt.Errorf("%d of %d held nodes released: %w", len(names)-len(r.NodesNotReleased), len(names), wctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// The nodes are released as their last pulls settle, a moment before
+	// the operation that pulled them writes its final status.
+	var done time.Time
+	var final *v1alpha2.ImageCache
+	for {
+		at, c, settled := cw.settledNow(cacheName, v1alpha2.ImageCacheReasonImageCacheNewNodes)
+		if settled {
+			done, final = at, c
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return r, fmt.Errorf("every held node released, the cache not settled: %w", wctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := m.stop(p); err != nil {
+		return r, err
+	}
+	after, err := ctl.scrape()
+	if err != nil {
+		return r, err
+	}
+	var count, sum float64
+	for k, v := range metricDelta(m.metrics, after, "kubefledged_node_startup_taint_hold_seconds_") {
+		switch {
+		case strings.HasPrefix(k, "kubefledged_node_startup_taint_hold_seconds_count{"):
+			reason := strings.TrimSuffix(strings.TrimPrefix(k, `kubefledged_node_startup_taint_hold_seconds_count{reason="`), `"}`)
+			r.ReleasedBy[reason] = int(v)
+			count += v
+		case strings.HasPrefix(k, "kubefledged_node_startup_taint_hold_seconds_sum{"):
+			sum += v
+		}
+	}
+	if count > 0 {
+		r.HistogramMeanSeconds = round(sum/count, 2)
+	}
+	var holds, fromReady, afterPulled []float64
+	var last time.Time
+	for _, n := range names {
+		h := hw.node(n)
+		if h.released.After(last) {
+			last = h.released
+		}
+		holds = append(holds, h.released.Sub(h.created).Seconds())
+		if !h.ready.IsZero() {
+			fromReady = append(fromReady, h.released.Sub(h.ready).Seconds())
+		}
+		if nj := jw.node(n); nj.done > 0 {
+			afterPulled = append(afterPulled, h.released.Sub(nj.lastDone).Seconds())
+		}
+	}
+	r.HoldMedian, r.HoldP90, r.HoldMax = quantile(holds, 0.5), quantile(holds, 0.9), quantile(holds, 1)
+	r.HoldAfterReadyMedian, r.HoldAfterReadyMax = quantile(fromReady, 0.5), quantile(fromReady, 1)
+	r.ReleaseAfterPulledMedian, r.ReleaseAfterPulledMax = quantile(afterPulled, 0.5), quantile(afterPulled, 1)
+	r.AllReleasedSeconds = round(last.Sub(began).Seconds(), 2)
+	p.Seconds = round(done.Sub(began).Seconds(), 2)
+	p.timeline(jw, began, done)
+	p.Jobs = jw.figures()
+	p.Status = statusOf(final)
+	e.statusWrites(p, cacheName, began, done)
+	r.Phase = p
+	e.t.Logf("scenario 5: %d nodes released in %.1fs; hold per node median %.1fs, p90 %.1fs, max %.1fs (from Ready: median %.1fs, max %.1fs; after the node's last pull: max %.2fs); by reason %v",
+		len(names), r.AllReleasedSeconds, r.HoldMedian, r.HoldP90, r.HoldMax, r.HoldAfterReadyMedian, r.HoldAfterReadyMax, r.ReleaseAfterPulledMax, r.ReleasedBy)
+	if err := ctl.stop(); err != nil {
+		e.t.Logf("scenario 5: %v", err)
+	}
+	gone, err := e.waitGone(ns)
+	p.CleanupSeconds = round(gone.Seconds(), 1)
+	return r, err
+}
+
+// quantile is the q-quantile of v (nearest rank), rounded to 10 ms.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return round(s[min(max(i, 0), len(s)-1)], 2)
+}
+
+// holdWatch records, per node, when it was first seen (its creation, to
+// the watch's precision rather than the whole second of its
+// creationTimestamp), first seen Ready, and first seen without the startup
+// taint after it was seen with it.
+type holdWatch struct {
+	mu    sync.Mutex
+	nodes map[string]*nodeHold
+}
+
+type nodeHold struct {
+	created, ready, released time.Time
+	tainted                  bool
+}
+
+func watchHolds(ctx context.Context, kube kubernetes.Interface, taint *plan.StartupTaint) (*holdWatch, error) {
+	w := &holdWatch{nodes: map[string]*nodeHold{}}
+	lw := toolscache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "nodes", "", fields.Everything())
+	record := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		h := w.nodes[n.Name]
+		if h == nil {
+			h = &nodeHold{created: now}
+			w.nodes[n.Name] = h
+		}
+		if h.ready.IsZero() && plan.Ready(n) {
+			h.ready = now
+		}
+		switch {
+		case taint.On(n):
+			h.tainted = true
+		case h.tainted && h.released.IsZero():
+			h.released = now
+		}
+	}
+	err := inform(ctx, lw, &corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}, nil)
+	return w, err
+}
+
+func (w *holdWatch) node(name string) nodeHold {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.nodes[name]; h != nil {
+		return *h
+	}
+	return nodeHold{}
+}
+
+// released counts the named nodes seen released.
+func (w *holdWatch) released(names []string) int {
+	return len(names) - len(w.held(names))
+}
+
+// held are the named nodes not seen released.
+func (w *holdWatch) held(names []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, n := range names {
+		if h := w.nodes[n]; h == nil || h.released.IsZero() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
