@@ -359,9 +359,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		if err := st.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		metrics.RegisterHeldNodes(mgr.GetClient(), taint.On)
+		metrics.RegisterHeldNodes(st.Held)
 	} else {
-		metrics.RegisterHeldNodes(nil, nil)
+		metrics.RegisterHeldNodes(nil)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -138,6 +138,35 @@ func Decide(in Input) Decision {
 	return d
 }
 
+// Waiting are the images known not to be cached on the node yet: pending
+// or failed in a cache whose state is known. Unlike a decision's NotReady,
+// it leaves out the caches the reconciler has not looked at since it
+// started (on a replica that is not the leader, every cache): what it says
+// of them would be a guess, where NotReady must name everything that may be
+// missing from a node going into service.
+func Waiting(in Input) []string {
+	out := map[string]bool{}
+	for _, c := range in.Caches {
+		images, ok := Applies(c.Cache, in.Node, in.Taint)
+		if !ok || !c.State.Known {
+			continue
+		}
+		for _, img := range c.State.Failed {
+			out[img] = true
+		}
+		if c.State.Done {
+			continue
+		}
+		if c.State.Pending != nil {
+			images = c.State.Pending
+		}
+		for _, img := range images {
+			out[img] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(out))
+}
+
 // Applies says whether a cache will put images on the node, and which: the
 // images of its lists that select the node and may run there, now or once
 // the node is Ready and schedulable (a new node is often NotReady at first).

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
 
@@ -177,4 +178,42 @@ func TestEvent(t *testing.T) {
 			g.Expect(strings.Contains(msg, "img-10")).To(BeFalse(), "at most 10 names")
 		})
 	}
+}
+
+// Waiting names what is known to be missing, and guesses nothing: a cache
+// the reconciler has not looked at adds no image.
+func TestWaiting(t *testing.T) {
+	web2 := imageCache("web", web, "nginx:1.27", "redis:7")
+	tests := []struct {
+		name   string
+		caches []Cache
+		want   []string
+	}{
+		{name: "no cache", want: nil},
+		{name: "not looked at yet: nothing known", caches: []Cache{{Cache: web2}}, want: nil},
+		{name: "waiting for an operation: every image of the cache", caches: []Cache{{Cache: web2, State: CacheState{Known: true}}},
+			want: []string{"nginx:1.27", "redis:7"}},
+		{name: "planned: the pending ones", caches: []Cache{{Cache: web2, State: CacheState{Known: true, Pending: []string{"redis:7"}}}},
+			want: []string{"redis:7"}},
+		{name: "done with a failure: the failed one", caches: []Cache{{Cache: web2, State: done("redis:7")}}, want: []string{"redis:7"}},
+		{name: "a cache that does not select the node adds nothing",
+			caches: []Cache{{Cache: imageCache("db", map[string]string{"pool": "db"}, "postgres:16"), State: CacheState{Known: true}}}, want: nil},
+		{name: "several caches: each image once, sorted", caches: []Cache{
+			{Cache: web2, State: CacheState{Known: true, Pending: []string{"redis:7"}}},
+			{Cache: imageCache("all", nil, "busybox:1.36", "redis:7"), State: CacheState{Known: true}}},
+			want: []string{"busybox:1.36", "redis:7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(Waiting(Input{Node: heldNode(), Taint: caching, Timeout: time.Minute, Now: created, Caches: tt.caches})).To(Equal(tt.want))
+		})
+	}
+}
+
+// The metrics create the hold histogram's series from the start: their
+// reasons must be exactly the ones a decision gives.
+func TestReasonsAreTheMetricsLabels(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(metrics.HoldReasons).To(ConsistOf(string(Cached), string(Failed), string(NoCache), string(Timeout)))
 }

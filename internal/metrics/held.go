@@ -3,64 +3,94 @@ package metrics
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// HeldNodes reports how many nodes carry the startup taint now, counted in
-// the informer cache at scrape time: the taint itself is the record, so the
-// figure is right after a restart too and never leaks a node that went.
-type HeldNodes struct {
-	Reader client.Reader
-	Held   func(*corev1.Node) bool
-	desc   *prometheus.Desc
-}
-
-var heldCollector = &HeldNodes{desc: prometheus.NewDesc("kubefledged_nodes_held",
-	"Nodes that carry the startup taint now, waiting for their images.", nil, nil)}
-
-var (
-	heldMu         sync.Mutex
-	heldRegistered bool
+// Names of the series HeldNodes serves, for alerts, dashboards and tests.
+const (
+	NameNodesHeld          = "kubefledged_nodes_held"
+	NameNodeHeldSince      = "kubefledged_node_held_since_timestamp_seconds"
+	NameHeldNodesWaitingOn = "kubefledged_held_nodes_waiting_for_image"
 )
 
-// RegisterHeldNodes registers the collector once per process, when the
-// startup taint is on (held not nil); a second call (tests start several
-// controllers, with the taint and without) replaces what it reads, and with
-// nil it reports nothing.
-func RegisterHeldNodes(r client.Reader, held func(*corev1.Node) bool) {
-	heldMu.Lock()
-	defer heldMu.Unlock()
-	heldCollector.Reader, heldCollector.Held = r, held
-	if held != nil && !heldRegistered {
-		crmetrics.Registry.MustRegister(heldCollector)
-		heldRegistered = true
+// HeldNode is a node that carries the startup taint, as a scrape finds it.
+type HeldNode struct {
+	Name string
+	// Created is when the node was created: its hold, and the timeout,
+	// count from then.
+	Created time.Time
+	// Waiting are the images not cached on it yet, as far as this replica
+	// knows: only the leader runs operations, the others know none.
+	Waiting []string
+}
+
+// HeldNodes reports the nodes the startup taint holds, found at scrape time
+// from the taint itself: nothing is kept between scrapes, so the series are
+// right after a restart and a released or deleted node leaves none behind.
+// They are bounded by the held nodes, and the images of the caches that
+// select them.
+type HeldNodes struct {
+	mu   sync.Mutex
+	list func(context.Context) ([]HeldNode, error)
+
+	count, since, waiting *prometheus.Desc
+}
+
+var heldCollector = &HeldNodes{
+	count: prometheus.NewDesc(NameNodesHeld,
+		"Nodes that carry the startup taint now, waiting for their images.", nil, nil),
+	since: prometheus.NewDesc(NameNodeHeldSince,
+		"Creation time of each node the startup taint holds now (the hold and its timeout count from it).", []string{"node"}, nil),
+	waiting: prometheus.NewDesc(NameHeldNodesWaitingOn,
+		"Nodes the startup taint holds now on which the image is not cached yet (pending or failed), on the leader.", []string{"image"}, nil),
+}
+
+var heldOnce sync.Once
+
+// RegisterHeldNodes serves the held nodes that list finds, when the startup
+// taint is on (list not nil). The collector is registered once per process;
+// a later call (tests start several controllers in turn, with the taint and
+// without) replaces list, and with nil it serves nothing.
+func RegisterHeldNodes(list func(context.Context) ([]HeldNode, error)) {
+	heldCollector.mu.Lock()
+	heldCollector.list = list
+	heldCollector.mu.Unlock()
+	if list != nil {
+		heldOnce.Do(func() { crmetrics.Registry.MustRegister(heldCollector) })
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *HeldNodes) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *HeldNodes) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.since
+	ch <- c.waiting
+}
 
 // Collect implements prometheus.Collector.
 func (c *HeldNodes) Collect(ch chan<- prometheus.Metric) {
-	heldMu.Lock()
-	reader, held := c.Reader, c.Held
-	heldMu.Unlock()
-	if reader == nil || held == nil {
+	c.mu.Lock()
+	list := c.list
+	c.mu.Unlock()
+	if list == nil {
 		return
 	}
-	nodes := &corev1.NodeList{}
-	if err := reader.List(context.Background(), nodes, client.UnsafeDisableDeepCopy); err != nil {
+	nodes, err := list(context.Background())
+	if err != nil {
 		return
 	}
-	n := 0
-	for i := range nodes.Items {
-		if held(&nodes.Items[i]) {
-			n++
+	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(len(nodes)))
+	waiting := map[string]int{}
+	for _, n := range nodes {
+		ch <- prometheus.MustNewConstMetric(c.since, prometheus.GaugeValue, float64(n.Created.Unix()), n.Name)
+		for _, img := range n.Waiting {
+			waiting[img]++
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
+	for img, k := range waiting {
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(k), img)
+	}
 }

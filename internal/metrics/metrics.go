@@ -55,15 +55,14 @@ var (
 		Help:    "Time from a node's creation to the removal of its startup taint, by reason (cached, failed, no_cache, timeout).",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800},
 	}, []string{"reason"})
-	// NodeTimeoutImages counts, by image, the nodes released at the
-	// timeout without that image: which images keep nodes from their
-	// capacity. The label is bounded by the images the caches name, not by
-	// the nodes; the nodes themselves are in their StartupTaintTimeout
-	// Events.
-	NodeTimeoutImages = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// NodeTimeoutImages counts the images that were not cached on nodes
+	// released at the timeout. Their names are in the node's Event and,
+	// while the node was held, in kubefledged_held_nodes_waiting_for_image:
+	// a counter's image label would outlive every tag (see above).
+	NodeTimeoutImages = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kubefledged_node_startup_taint_timeout_images_total",
-		Help: "Nodes whose startup taint was removed at the timeout without this image cached, by image.",
-	}, []string{"image"})
+		Help: "Images not cached on nodes whose startup taint was removed at the timeout (their names are in the node's StartupTaintTimeout Event).",
+	})
 )
 
 func init() {
@@ -76,8 +75,9 @@ func init() {
 // have, at 0. rate() and increase() count from a series' first sample: a
 // series first scraped at 3 failed pulls shows no failure at all until the
 // next one, and the first slow operation of a kind would never reach an
-// alert. The sets are small and fixed: 11 counter series, and the
-// histogram's 5 operations times the 3 statuses an operation ends with.
+// alert. The sets are small and fixed: 11 counter series, the operation
+// histogram's 5 operations times the 3 statuses an operation ends with, and
+// the hold histogram's 4 reasons.
 func initLabelSets() {
 	kinds := []jobs.Kind{jobs.Pull, jobs.Delete}
 	for _, k := range kinds {
@@ -96,4 +96,11 @@ func initLabelSets() {
 			OperationDuration.WithLabelValues(op, string(st))
 		}
 	}
+	for _, reason := range HoldReasons {
+		NodeHoldSeconds.WithLabelValues(reason)
+	}
 }
+
+// HoldReasons are the values of NodeHoldSeconds' reason label: why a node
+// was released from the startup taint (the hold package's reasons).
+var HoldReasons = []string{"cached", "failed", "no_cache", "timeout"}

@@ -19,6 +19,7 @@ func TestLabelSetsExistAtZero(t *testing.T) {
 		{"kubefledged_jobs_finished_total", JobsFinished, 6},
 		{"kubefledged_image_pulls_total", ImagePulls, 3},
 		{"kubefledged_operation_duration_seconds", OperationDuration, 15},
+		{"kubefledged_node_startup_taint_hold_seconds", NodeHoldSeconds, 4},
 	} {
 		if got := testutil.CollectAndCount(tt.c, tt.name); got != tt.n {
 			t.Errorf("%s: %d series, want %d", tt.name, got, tt.n)

@@ -157,12 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.List(ctx, caches, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	in := hold.Input{Node: node, Taint: r.Taint, Timeout: r.Timeout, Now: r.Clock.Now()}
-	for i := range caches.Items {
-		c := &caches.Items[i]
-		in.Caches = append(in.Caches, hold.Cache{Cache: c, State: r.States.NodeState(client.ObjectKeyFromObject(c), c.UID, node.Name)})
-	}
-	d := hold.Decide(in)
+	d := hold.Decide(r.input(node, caches.Items))
 	logger := log.FromContext(ctx)
 	if !d.Release() {
 		logger.V(1).Info("node held", "waitingFor", d.Waiting, "timeoutIn", d.After.String())
@@ -179,14 +174,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	held := r.Clock.Since(node.CreationTimestamp.Time)
 	metrics.NodeHoldSeconds.WithLabelValues(string(d.Reason)).Observe(held.Seconds())
 	if d.Reason == hold.Timeout {
-		for _, img := range d.NotReady {
-			metrics.NodeTimeoutImages.WithLabelValues(img).Inc()
-		}
+		metrics.NodeTimeoutImages.Add(float64(len(d.NotReady)))
 	}
 	typ, reason, msg := d.Event(r.Taint)
 	r.Recorder.Event(node, typ, reason, msg)
 	logger.Info("node released", "reason", d.Reason, "held", held.String(), "caches", d.Caches, "failed", len(d.Failed), "notReady", len(d.NotReady))
 	return ctrl.Result{}, nil
+}
+
+// input is what a decision on node reads: every cache, and how each stands
+// on the node.
+func (r *Reconciler) input(node *corev1.Node, caches []v1alpha2.ImageCache) hold.Input {
+	in := hold.Input{Node: node, Taint: r.Taint, Timeout: r.Timeout, Now: r.Clock.Now()}
+	for i := range caches {
+		c := &caches[i]
+		in.Caches = append(in.Caches, hold.Cache{Cache: c, State: r.States.NodeState(client.ObjectKeyFromObject(c), c.UID, node.Name)})
+	}
+	return in
+}
+
+// Held lists the nodes the taint holds now, for the metrics, with the
+// images each waits for as far as the ImageCache reconciler knows (see
+// hold.Waiting): on a replica that is not the leader, it knows of none.
+func (r *Reconciler) Held(ctx context.Context) ([]metrics.HeldNode, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var caches *v1alpha2.ImageCacheList
+	var out []metrics.HeldNode
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if !r.Taint.On(n) {
+			continue
+		}
+		if caches == nil {
+			caches = &v1alpha2.ImageCacheList{}
+			if err := r.Client.List(ctx, caches, client.UnsafeDisableDeepCopy); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, metrics.HeldNode{Name: n.Name, Created: n.CreationTimestamp.Time, Waiting: hold.Waiting(r.input(n, caches.Items))})
+	}
+	return out, nil
 }
 
 func (r *Reconciler) resync() time.Duration {

@@ -420,9 +420,10 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	hasNodeEvent(g, failPool+"-00", "Warning StartupTaintRemovedImagesFailed 1 image(s) of ImageCache "+ns+"/failing failed to pull onto the node: "+bad+"; the other images are on it.")
 	stop()
 
-	// The timeout: a pull that outlasts it (deadline 1 min, timeout 6 s),
-	// and a node no cache selects.
-	runController(t, withStartupTaint(6*time.Second, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute }))
+	// The timeout: a pull that outlasts it (deadline 1 min, timeout 20 s),
+	// and a node no cache selects. While held, the node and the image it
+	// waits for are in the metrics; once released, neither is.
+	runController(t, withStartupTaint(20*time.Second, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute }))
 	var before map[string]float64
 	g.Eventually(func(g Gomega) { before = scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(map[string]string{"pool": timeoutPool}, bad)))).To(Succeed())
@@ -432,18 +433,31 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	g.Eventually(of.releasedCount).WithTimeout(10*time.Second).Should(Equal(1), "a node no cache selects is released at once")
 	t.Logf("startup taint: a node no cache selects released %s after the call that created it", time.Since(start).Round(100*time.Millisecond))
 	hasNodeEvent(g, freePool+"-00", "Normal StartupTaintRemoved No ImageCache puts images on the node")
+	since := fmt.Sprintf(`kubefledged_node_held_since_timestamp_seconds{node="%s-00"}`, timeoutPool)
+	waiting := `kubefledged_held_nodes_waiting_for_image{image="` + bad + `"}`
+	var held map[string]float64
+	g.Eventually(func(g Gomega) {
+		held = scrape(g, addr)
+		g.Expect(held).To(HaveKeyWithValue(waiting, 1.0))
+	}).WithTimeout(10*time.Second).Should(Succeed(), "the held node waits for the image, in the metrics")
 	g.Expect(ot.releasedCount()).To(BeZero(), "the node with a pending pull is still held")
-	g.Eventually(ot.releasedCount).WithTimeout(30*time.Second).Should(Equal(1), "released at the timeout")
-	held := time.Since(start)
-	t.Logf("startup taint: a node with a pull pending released by the 6 s timeout %s after it was created", held.Round(100*time.Millisecond))
-	g.Expect(held).To(BeNumerically(">=", 5*time.Second), "not before the timeout (creation times have whole seconds)")
+	g.Expect(held).To(HaveKey(since))
+	g.Expect(held).NotTo(HaveKey(fmt.Sprintf(`kubefledged_node_held_since_timestamp_seconds{node="%s-00"}`, freePool)), "a released node is not held")
+	g.Expect(held[since]).To(BeNumerically(">=", float64(start.Unix())), "held since its creation, after the call to create it")
+	g.Expect(held[since]).To(BeNumerically("<=", float64(time.Now().Unix())))
+	g.Eventually(ot.releasedCount).WithTimeout(45*time.Second).Should(Equal(1), "released at the timeout")
+	heldFor := time.Since(start)
+	t.Logf("startup taint: a node with a pull pending released by the 20 s timeout %s after it was created", heldFor.Round(100*time.Millisecond))
+	g.Expect(heldFor).To(BeNumerically(">=", 19*time.Second), "not before the timeout (creation times have whole seconds)")
 	hasNodeEvent(g, timeoutPool+"-00", "Warning StartupTaintTimeout 1 image(s) of ImageCache "+ns+"/slow were not cached on the node within")
 	g.Expect(nodeEvents(g, timeoutPool+"-00")).To(ContainElement(ContainSubstring(bad + ". Removed taint kubefledged.io/caching:NoSchedule anyway")))
 	after := scrape(g, addr)
 	delta := func(name string) float64 { return after[name] - before[name] }
 	g.Expect(delta(`kubefledged_node_startup_taint_hold_seconds_count{reason="timeout"}`)).To(Equal(1.0))
-	g.Expect(delta(`kubefledged_node_startup_taint_timeout_images_total{image="`+bad+`"}`)).To(Equal(1.0), "the image not cached is named")
+	g.Expect(delta(`kubefledged_node_startup_taint_timeout_images_total`)).To(Equal(1.0))
 	g.Expect(delta(`kubefledged_node_startup_taint_hold_seconds_count{reason="no_cache"}`)).To(Equal(1.0))
+	g.Expect(after).NotTo(HaveKey(since), "released: no longer held")
+	g.Expect(after).NotTo(HaveKey(waiting))
 }
 
 // TestStartupTaintRestart: held nodes are found again from the taint
