@@ -1,18 +1,12 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/plan"
@@ -68,15 +62,11 @@ func (e *env) heldNodes(ns string) (*heldResult, error) {
 	names := nodeNames("bench-held-", e.cfg.HeldNodes)
 	r := &heldResult{Run: e.runInfo(), ClusterNodes: e.cfg.Nodes, HeldNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
 		PullDelaySeconds: e.cfg.PullDelay.Seconds(), ReleasedBy: map[string]int{}}
-	caches := &v1alpha2.ImageCacheList{}
-	if err := e.k8s.List(ctx, caches, client.InNamespace(ns)); err != nil {
+	cacheName, err := e.completeCacheIn(ctx, ns)
+	if err != nil {
 		return r, err
 	}
-	if len(caches.Items) != 1 {
-		return r, fmt.Errorf("want one complete cache in %s, found %d", ns, len(caches.Items))
-	}
-	cacheName := caches.Items[0].Name
-	hw, err := watchHolds(ctx, e.kube, benchStartupTaint)
+	hw, err := watchNodes(ctx, e.kube, benchStartupTaint)
 	if err != nil {
 		return r, err
 	}
@@ -202,78 +192,4 @@ func quantile(v []float64, q float64) float64 {
 	sort.Float64s(s)
 	i := int(q*float64(len(s))+0.5) - 1
 	return round(s[min(max(i, 0), len(s)-1)], 2)
-}
-
-// holdWatch records, per node, when it was first seen (its creation, to
-// the watch's precision rather than the whole second of its
-// creationTimestamp), first seen Ready, and first seen without the startup
-// taint after it was seen with it.
-type holdWatch struct {
-	mu    sync.Mutex
-	nodes map[string]*nodeHold
-}
-
-type nodeHold struct {
-	created, ready, released time.Time
-	tainted                  bool
-}
-
-func watchHolds(ctx context.Context, kube kubernetes.Interface, taint *plan.StartupTaint) (*holdWatch, error) {
-	w := &holdWatch{nodes: map[string]*nodeHold{}}
-	lw := toolscache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "nodes", "", fields.Everything())
-	record := func(obj any) {
-		n, ok := obj.(*corev1.Node)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		h := w.nodes[n.Name]
-		if h == nil {
-			h = &nodeHold{created: now}
-			w.nodes[n.Name] = h
-		}
-		if h.ready.IsZero() && plan.Ready(n) {
-			h.ready = now
-		}
-		switch {
-		case taint.On(n):
-			h.tainted = true
-		case h.tainted && h.released.IsZero():
-			h.released = now
-		}
-	}
-	err := inform(ctx, lw, &corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    record,
-		UpdateFunc: func(_, obj any) { record(obj) },
-	}, nil)
-	return w, err
-}
-
-func (w *holdWatch) node(name string) nodeHold {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.nodes[name]; h != nil {
-		return *h
-	}
-	return nodeHold{}
-}
-
-// released counts the named nodes seen released.
-func (w *holdWatch) released(names []string) int {
-	return len(names) - len(w.held(names))
-}
-
-// held are the named nodes not seen released.
-func (w *holdWatch) held(names []string) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for _, n := range names {
-		if h := w.nodes[n]; h == nil || h.released.IsZero() {
-			out = append(out, n)
-		}
-	}
-	return out
 }

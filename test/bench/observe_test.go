@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/plan"
 )
 
 // Everything the benchmark reports about Jobs and caches is observed from
@@ -309,28 +310,44 @@ func (w *cacheWatch) operations(name string, after time.Time) int {
 	return len(starts)
 }
 
-// nodeWatch records when each node was first seen Ready.
+// nodeWatch records, per node, when it was first seen (its creation, to
+// the watch's precision rather than the whole second of its
+// creationTimestamp), first seen Ready, and, with a startup taint, first
+// seen without it after it was seen with it.
 type nodeWatch struct {
-	mu      sync.Mutex
-	readyAt map[string]time.Time
+	mu    sync.Mutex
+	nodes map[string]*nodeHold
 }
 
-func watchNodes(ctx context.Context, kube kubernetes.Interface) (*nodeWatch, error) {
-	w := &nodeWatch{readyAt: map[string]time.Time{}}
+type nodeHold struct {
+	created, ready, released time.Time
+	tainted                  bool
+}
+
+func watchNodes(ctx context.Context, kube kubernetes.Interface, taint *plan.StartupTaint) (*nodeWatch, error) {
+	w := &nodeWatch{nodes: map[string]*nodeHold{}}
 	lw := toolscache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "nodes", "", fields.Everything())
 	record := func(obj any) {
 		n, ok := obj.(*corev1.Node)
 		if !ok {
 			return
 		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				w.mu.Lock()
-				if _, ok := w.readyAt[n.Name]; !ok {
-					w.readyAt[n.Name] = time.Now()
-				}
-				w.mu.Unlock()
-			}
+		now := time.Now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		h := w.nodes[n.Name]
+		if h == nil {
+			h = &nodeHold{created: now}
+			w.nodes[n.Name] = h
+		}
+		if h.ready.IsZero() && plan.Ready(n) {
+			h.ready = now
+		}
+		switch {
+		case taint.On(n):
+			h.tainted = true
+		case h.tainted && h.released.IsZero():
+			h.released = now
 		}
 	}
 	err := inform(ctx, lw, &corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
@@ -341,10 +358,35 @@ func watchNodes(ctx context.Context, kube kubernetes.Interface) (*nodeWatch, err
 }
 
 func (w *nodeWatch) ready(name string) (time.Time, bool) {
+	h := w.node(name)
+	return h.ready, !h.ready.IsZero()
+}
+
+func (w *nodeWatch) node(name string) nodeHold {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t, ok := w.readyAt[name]
-	return t, ok
+	if h := w.nodes[name]; h != nil {
+		return *h
+	}
+	return nodeHold{}
+}
+
+// released counts the named nodes seen released.
+func (w *nodeWatch) released(names []string) int {
+	return len(names) - len(w.held(names))
+}
+
+// held are the named nodes not seen released.
+func (w *nodeWatch) held(names []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, n := range names {
+		if h := w.nodes[n]; h == nil || h.released.IsZero() {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // finalObjects returns the distinct finished operations of the given reason

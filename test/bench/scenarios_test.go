@@ -78,6 +78,19 @@ func (e *env) completeCache(cold *coldResult) (string, error) {
 	return "bench-complete", nil
 }
 
+// completeCacheIn names the one cache in ns, complete on every node, that
+// scenarios 2 and 5 add nodes to.
+func (e *env) completeCacheIn(ctx context.Context, ns string) (string, error) {
+	caches := &v1alpha2.ImageCacheList{}
+	if err := e.k8s.List(ctx, caches, client.InNamespace(ns)); err != nil {
+		return "", err
+	}
+	if len(caches.Items) != 1 {
+		return "", fmt.Errorf("want one complete cache in %s, found %d", ns, len(caches.Items))
+	}
+	return caches.Items[0].Name, nil
+}
+
 // Scenario 2: NewNodes nodes join a cluster whose cache is complete.
 type newNodesResult struct {
 	Run          runInfo      `json:"run"`
@@ -114,15 +127,11 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	names := nodeNames("bench-new-", e.cfg.NewNodes)
 	r := &newNodesResult{Run: e.runInfo(), ClusterNodes: e.cfg.Nodes, NewNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
 		PullDelaySeconds: e.cfg.PullDelay.Seconds()}
-	caches := &v1alpha2.ImageCacheList{}
-	if err := e.k8s.List(ctx, caches, client.InNamespace(ns)); err != nil {
+	cacheName, err := e.completeCacheIn(ctx, ns)
+	if err != nil {
 		return r, err
 	}
-	if len(caches.Items) != 1 {
-		return r, fmt.Errorf("want one complete cache in %s, found %d", ns, len(caches.Items))
-	}
-	cacheName := caches.Items[0].Name
-	nw, err := watchNodes(ctx, e.kube)
+	nw, err := watchNodes(ctx, e.kube, nil)
 	if err != nil {
 		return r, err
 	}
