@@ -62,22 +62,11 @@ func (e *env) heldNodes(ns string) (*heldResult, error) {
 	names := nodeNames("bench-held-", e.cfg.HeldNodes)
 	r := &heldResult{Run: e.runInfo(), ClusterNodes: e.cfg.Nodes, HeldNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
 		PullDelaySeconds: e.cfg.PullDelay.Seconds(), ReleasedBy: map[string]int{}}
-	cacheName, err := e.completeCacheIn(ctx, ns)
+	cacheName, w, err := e.joining(ctx, ns, benchStartupTaint)
 	if err != nil {
 		return r, err
 	}
-	hw, err := watchNodes(ctx, e.kube, benchStartupTaint)
-	if err != nil {
-		return r, err
-	}
-	jw, err := watchJobs(ctx, e.kube, ns)
-	if err != nil {
-		return r, err
-	}
-	cw, err := watchCaches(ctx, e.k8s, ns)
-	if err != nil {
-		return r, err
-	}
+	hw, jw, cw := w.nodes, w.jobs, w.caches
 	ctl, err := e.runController("s5-held-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String(),
 		"--node-startup-taint="+benchStartupTaint.String())
 	if err != nil {

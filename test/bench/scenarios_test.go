@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -78,17 +79,36 @@ func (e *env) completeCache(cold *coldResult) (string, error) {
 	return "bench-complete", nil
 }
 
-// completeCacheIn names the one cache in ns, complete on every node, that
-// scenarios 2 and 5 add nodes to.
-func (e *env) completeCacheIn(ctx context.Context, ns string) (string, error) {
+// watches are what scenarios 2 and 5 observe while nodes join.
+type watches struct {
+	nodes  *nodeWatch
+	jobs   *jobWatch
+	caches *cacheWatch
+}
+
+// joining names the one cache in ns, complete on every node, that
+// scenarios 2 and 5 add nodes to, and starts their watches: the nodes
+// (with the startup taint, or nil), and the Jobs and caches of ns.
+func (e *env) joining(ctx context.Context, ns string, taint *plan.StartupTaint) (string, *watches, error) {
 	caches := &v1alpha2.ImageCacheList{}
 	if err := e.k8s.List(ctx, caches, client.InNamespace(ns)); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if len(caches.Items) != 1 {
-		return "", fmt.Errorf("want one complete cache in %s, found %d", ns, len(caches.Items))
+		return "", nil, fmt.Errorf("want one complete cache in %s, found %d", ns, len(caches.Items))
 	}
-	return caches.Items[0].Name, nil
+	w := &watches{}
+	var err error
+	if w.nodes, err = watchNodes(ctx, e.kube, taint); err != nil {
+		return "", nil, err
+	}
+	if w.jobs, err = watchJobs(ctx, e.kube, ns); err != nil {
+		return "", nil, err
+	}
+	if w.caches, err = watchCaches(ctx, e.k8s, ns); err != nil {
+		return "", nil, err
+	}
+	return caches.Items[0].Name, w, nil
 }
 
 // Scenario 2: NewNodes nodes join a cluster whose cache is complete.
@@ -127,22 +147,11 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	names := nodeNames("bench-new-", e.cfg.NewNodes)
 	r := &newNodesResult{Run: e.runInfo(), ClusterNodes: e.cfg.Nodes, NewNodes: len(names), Images: len(imgs), Pairs: len(names) * len(imgs),
 		PullDelaySeconds: e.cfg.PullDelay.Seconds()}
-	cacheName, err := e.completeCacheIn(ctx, ns)
+	cacheName, w, err := e.joining(ctx, ns, nil)
 	if err != nil {
 		return r, err
 	}
-	nw, err := watchNodes(ctx, e.kube, nil)
-	if err != nil {
-		return r, err
-	}
-	jw, err := watchJobs(ctx, e.kube, ns)
-	if err != nil {
-		return r, err
-	}
-	cw, err := watchCaches(ctx, e.k8s, ns)
-	if err != nil {
-		return r, err
-	}
+	nw, jw, cw := w.nodes, w.jobs, w.caches
 	ctl, err := e.runController("s2-new-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String())
 	if err != nil {
 		return r, err
