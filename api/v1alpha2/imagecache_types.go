@@ -13,14 +13,24 @@ const (
 )
 
 // CacheSpecImages is one list of images and the nodes they are cached on.
+// The images are named, found in the pods that fromPods selects, or both:
+// a list of the images a workload might roll out to beside the ones it runs
+// now is a usual mix.
+// +kubebuilder:validation:XValidation:rule="(has(self.images) && size(self.images) > 0) || has(self.fromPods)",message="a list needs images, fromPods, or both: name images to cache, or select the pods whose images to cache"
 type CacheSpecImages struct {
 	// Images to keep cached on every matching node.
+	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=atomic
-	Images []string `json:"images"`
+	Images []string `json:"images,omitempty"`
+
+	// FromPods caches the images of the pods it selects, as they come and
+	// go: every container, init container and ephemeral container image.
+	// +optional
+	FromPods *FromPods `json:"fromPods,omitempty"`
 
 	// NodeSelector chooses the nodes of this list; all nodes when empty.
 	// +optional
@@ -36,6 +46,22 @@ type CacheSpecImages struct {
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
+// FromPods selects pods by their namespace's labels and their own, with the
+// meaning NetworkPolicy gives the pair, which users already know: no
+// namespaceSelector is the ImageCache's own namespace, an empty one ({}) is
+// every namespace; no podSelector, or an empty one, is every pod. A pod's
+// images are cached while it exists, whatever its phase: the images of a
+// CronJob's finished pods stay cached for its next run. The controller's own
+// pull Jobs are never counted.
+type FromPods struct {
+	// NamespaceSelector chooses the namespaces by their labels.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// PodSelector chooses the pods in those namespaces by their labels.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
 // ImageCacheSpec is the desired set of cached images.
 //
 // The rule below bounds what the schema's item limits cannot: 64 lists of 256
@@ -44,7 +70,7 @@ type CacheSpecImages struct {
 // almost all of a spec's size, so the apiserver refuses an oversized spec with
 // no webhook at all; the controller declines what is still too large (huge
 // selectors), see MaxSpecBytes.
-// +kubebuilder:validation:XValidation:rule="self.cacheSpec.map(l, l.images.map(i, size(i) + 3).sum()).sum() <= 245760",message="the image references of all lists take over 240 KiB: the object must fit in etcd with its status; split the images over several ImageCaches"
+// +kubebuilder:validation:XValidation:rule="self.cacheSpec.map(l, has(l.images) ? l.images.map(i, size(i) + 3).sum() : 0).sum() <= 245760",message="the image references of all lists take over 240 KiB: the object must fit in etcd with its status; split the images over several ImageCaches"
 type ImageCacheSpec struct {
 	// CacheSpec lists the images and the nodes to cache them on.
 	// +kubebuilder:validation:MinItems=1
@@ -177,8 +203,15 @@ type ImageCacheStatus struct {
 	// +listType=map
 	// +listMapKey=reason
 	SkippedNodes []SkippedNodes `json:"skippedNodes,omitempty"`
+	// PodImages are the images the lists' fromPods found, as the cache holds
+	// them: by list, what is cached and which pods run it.
+	// +optional
+	// +listType=map
+	// +listMapKey=list
+	PodImages []ListPodImages `json:"podImages,omitempty"`
 	// Conditions: Ready (the latest operation left every image in place)
-	// and Progressing (an operation runs), for GitOps tools.
+	// and Progressing (an operation runs), for GitOps tools; PodsResolved
+	// when a list has fromPods.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -228,7 +261,46 @@ const (
 const (
 	ConditionReady       = "Ready"
 	ConditionProgressing = "Progressing"
+	// ConditionPodsResolved is False while the pods of fromPods cannot be
+	// read: the named images are still cached, and those found before are
+	// kept.
+	ConditionPodsResolved = "PodsResolved"
 )
+
+// ListPodImages is what the fromPods of one list found.
+type ListPodImages struct {
+	// List is the index of the list in spec.cacheSpec.
+	List int32 `json:"list"`
+	// Pods counts the pods selected.
+	Pods int32 `json:"pods"`
+	// Count is the number of distinct images they run; Images holds at most
+	// MaxPodImages of all lists together, the rest are not cached (Omitted).
+	Count int32 `json:"count"`
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+	// +optional
+	// +listType=atomic
+	Images []PodImage `json:"images,omitempty"`
+}
+
+// PodImage is one image found in pods, and why it is cached.
+type PodImage struct {
+	// Image as the pods name it.
+	Image string `json:"image"`
+	// Pods counts the pods that run it.
+	Pods int32 `json:"pods"`
+	// UsedBy is one of them: namespace/kind/name of its controller (a
+	// ReplicaSet, a StatefulSet, a Job...), or namespace/Pod/name of a bare
+	// pod.
+	UsedBy string `json:"usedBy"`
+}
+
+// MaxPodImages bounds the pod images one cache follows. Each is a status
+// entry of about 150 bytes, and the object must fit in etcd's 1.5 MiB beside
+// the named images (up to 240 KiB) and processedSpec's copy of them; 256
+// entries are about 40 KiB. A cluster running more distinct images is
+// followed by several caches, each selecting part of it.
+const MaxPodImages = 256
 
 // ImageCache keeps a set of images cached on the nodes that match each list.
 //

@@ -111,6 +111,10 @@ func badCases() []badCase {
 		{name: "selector value too long", mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{"zone": strings.Repeat("z", 64)}
 		}, want: []string{`spec.cacheSpec[0].nodeSelector[zone]: Invalid value: "` + strings.Repeat("z", 64) + `": not a valid label value: must be no more than 63 bytes`}},
+		{name: "fromPods selector operator", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals", Values: []string{"web"}}}}}
+		}, want: []string{`spec.cacheSpec[0].fromPods.podSelector.matchExpressions[0].operator: Invalid value: "Equals": not a valid selector operator; a label selector is`}},
 		{name: "pull secret upper case", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.ImagePullSecrets[0].Name = "RegCred" },
 			want: []string{`spec.imagePullSecrets[0].name: Invalid value: "RegCred": not a valid Secret name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters`}},
 		{name: "pull secret underscore", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.ImagePullSecrets[0].Name = "reg_cred" },
@@ -126,7 +130,7 @@ func badCases() []badCase {
 			`spec.imagePullSecrets[0].name: Invalid value: "A"`}},
 		// The CRD's schema answers these before the webhook is called.
 		{name: "empty image list", schema: true, mutate: set(0, []string{}...), want: []string{
-			`spec.cacheSpec[0].images: Invalid value: 0: spec.cacheSpec[0].images in body should have at least 1 items`}},
+			`spec.cacheSpec[0]: Invalid value: a list needs images, fromPods, or both`}},
 		{name: "empty image", schema: true, mutate: set(0, "nginx", ""), want: []string{
 			`spec.cacheSpec[0].images[1]: Invalid value: "": spec.cacheSpec[0].images[1] in body should be at least 1 chars long`}},
 		// Updates of a stored good ImageCache.

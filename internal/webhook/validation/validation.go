@@ -21,6 +21,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -127,19 +129,49 @@ func validateCacheSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
 	var errs field.ErrorList
 	for i := range spec.CacheSpec {
 		p := cacheSpecPath.Index(i)
-		errs = append(errs, validateImages(spec.CacheSpec[i].Images, p.Child("images"))...)
-		errs = append(errs, validateNodeSelector(spec.CacheSpec[i].NodeSelector, p.Child("nodeSelector"))...)
+		l := &spec.CacheSpec[i]
+		if l.FromPods == nil || len(l.Images) > 0 {
+			errs = append(errs, validateImages(l.Images, p.Child("images"), l.FromPods == nil)...)
+		}
+		errs = append(errs, validateFromPods(l.FromPods, p.Child("fromPods"))...)
+		errs = append(errs, validateNodeSelector(l.NodeSelector, p.Child("nodeSelector"))...)
 	}
 	return errs
 }
 
+// validateFromPods checks both selectors as the API server checks a
+// Deployment's: operators In, NotIn, Exists and DoesNotExist, valid keys and
+// values, values only for In and NotIn.
+func validateFromPods(f *v1alpha2.FromPods, p *field.Path) field.ErrorList {
+	if f == nil {
+		return nil
+	}
+	opts := metav1validation.LabelSelectorValidationOptions{}
+	var errs field.ErrorList
+	for _, sel := range []struct {
+		s    *metav1.LabelSelector
+		name string
+	}{{f.NamespaceSelector, "namespaceSelector"}, {f.PodSelector, "podSelector"}} {
+		for _, e := range metav1validation.ValidateLabelSelector(sel.s, opts, p.Child(sel.name)) {
+			e.Detail += selectorHint
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// selectorHint is appended to every selector error.
+const selectorHint = `; a label selector is {"matchLabels": {"app": "web"}} and/or ` +
+	`{"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}, operators In, NotIn, Exists, DoesNotExist`
+
 // validateImages rejects invalid references and duplicates. Two entries are
 // duplicates when they name the same content after normalisation (nginx and
 // docker.io/library/nginx:latest), since both would pull the same image.
-func validateImages(list []string, p *field.Path) field.ErrorList {
-	if len(list) == 0 {
+// A list without fromPods needs an image.
+func validateImages(list []string, p *field.Path, required bool) field.ErrorList {
+	if len(list) == 0 && required {
 		return field.ErrorList{field.Invalid(p, []string{},
-			`list at least one image, e.g. ["nginx:1.27"]`)}
+			`list at least one image, e.g. ["nginx:1.27"], or select pods whose images to cache with fromPods`)}
 	}
 	var errs field.ErrorList
 	type seen struct {
@@ -249,6 +281,7 @@ func specEqual(a, b *v1alpha2.ImageCacheSpec) bool {
 	for i := range a.CacheSpec {
 		if !equalStrings(a.CacheSpec[i].Images, b.CacheSpec[i].Images) ||
 			!maps.Equal(a.CacheSpec[i].NodeSelector, b.CacheSpec[i].NodeSelector) ||
+			!reflect.DeepEqual(a.CacheSpec[i].FromPods, b.CacheSpec[i].FromPods) ||
 			!tolerationsEqual(a.CacheSpec[i].Tolerations, b.CacheSpec[i].Tolerations) {
 			return false
 		}

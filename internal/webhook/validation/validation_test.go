@@ -83,7 +83,34 @@ func TestValidateCreate(t *testing.T) {
 		{name: "no lists", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec = nil },
 			want: []string{`spec.cacheSpec: Invalid value: []: list at least one entry`}},
 		{name: "empty image list", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[1].Images = nil },
-			want: []string{`spec.cacheSpec[1].images: Invalid value: []: list at least one image, e.g. ["nginx:1.27"]`}},
+			want: []string{`spec.cacheSpec[1].images: Invalid value: []: list at least one image, e.g. ["nginx:1.27"], or select pods whose images to cache with fromPods`}},
+		{name: "fromPods instead of images", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].Images = nil
+			ic.Spec.CacheSpec[1].FromPods = &v1alpha2.FromPods{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}},
+				PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"front", "back"}}}},
+			}
+		}},
+		{name: "fromPods beside images, selectors empty", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{NamespaceSelector: &metav1.LabelSelector{}}
+		}},
+		{name: "fromPods with a bad images entry still checks it", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{}
+			ic.Spec.CacheSpec[0].Images = []string{"NGINX"}
+		}, want: []string{`spec.cacheSpec[0].images[0]: Invalid value: "NGINX": not a valid image reference`}},
+		{name: "fromPods selector with an unknown operator", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals", Values: []string{"web"}}}}}
+		}, want: []string{`spec.cacheSpec[0].fromPods.podSelector.matchExpressions[0].operator: Invalid value: "Equals": not a valid selector operator; a label selector is {"matchLabels"`}},
+		{name: "fromPods selector with a bad label key", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"bad key": "x"}}}
+		}, want: []string{`spec.cacheSpec[0].fromPods.namespaceSelector.matchLabels: Invalid value: "bad key": name part must consist of`}},
+		{name: "fromPods Exists with values", mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpExists, Values: []string{"web"}}}}}
+		}, want: []string{`spec.cacheSpec[0].fromPods.podSelector.matchExpressions[0].values: Forbidden: may not be specified when `}},
 		{name: "empty reference", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[1] = "" },
 			want: []string{`spec.cacheSpec[0].images[1]: Invalid value: "": an image reference must not be empty; use [registry[:port]/]repository`}},
 		{name: "upper case", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[0] = "NGINX" },
