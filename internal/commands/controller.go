@@ -39,6 +39,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/internal/podwatch"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
 )
 
@@ -322,6 +323,15 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	if err := mgr.Add(jw); err != nil {
 		return err
 	}
+	// Every pod's images, for fromPods; its informers start when a cache
+	// first asks.
+	pw, err := podWatch(cfg)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(pw); err != nil {
+		return err
+	}
 	clean := preflight.New(direct)
 	if err := mgr.Add(clean); err != nil {
 		return err
@@ -330,6 +340,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Jobs:      jw,
+		Pods:      pw,
 		Recorder:  mgr.GetEventRecorderFor("kubefledged-controller"),
 		Ready:     clean.Done(),
 		Config: imagecache.Config{
@@ -382,17 +393,31 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	return mgr.Start(ctx)
 }
 
-// jobWatch watches the Jobs that selector picks, decoded from protobuf as
-// the manager's cache decodes built-in types.
+// jobWatch watches the Jobs that selector picks.
 func jobWatch(cfg *rest.Config, selector labels.Selector) (*jobwatch.Watch, error) {
-	pb := rest.CopyConfig(cfg)
-	pb.ContentType = runtime.ContentTypeProtobuf
-	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(pb)
+	cs, err := protobufClient(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return jobwatch.New(cs, selector), nil
+}
+
+// podWatch watches every pod and namespace, for fromPods.
+func podWatch(cfg *rest.Config) (*podwatch.Watch, error) {
+	cs, err := protobufClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return podwatch.New(cs), nil
+}
+
+// protobufClient decodes built-in types from protobuf, as the manager's
+// cache does: informers of our own list far more than they keep.
+func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
+	pb := rest.CopyConfig(cfg)
+	pb.ContentType = runtime.ContentTypeProtobuf
+	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return kubernetes.NewForConfig(pb)
 }
 
 func setupLogging(level string, verbosity int, w io.Writer) {

@@ -134,11 +134,13 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	case plan.Purge:
 		// Nothing is on the nodes any more: a later update pulls all.
 		st.ProcessedSpec = nil
+		st.PodImages = nil
 		st.ObservedGeneration = op.generation
 	case plan.NewNodes:
 		// The spec was not acted on as a whole: leave its record be.
 	default:
-		st.ProcessedSpec = op.spec.DeepCopy()
+		st.ProcessedSpec = op.named.DeepCopy()
+		st.PodImages = op.podImages
 		st.ObservedGeneration = op.generation
 	}
 	if op.kind == plan.Create || op.kind == plan.Refresh {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -99,6 +101,7 @@ type harness struct {
 	r     *Reconciler
 	clock *clocktesting.FakeClock
 	rec   *record.FakeRecorder
+	pods  *podIndex
 
 	mu      sync.Mutex // the reconciler writes from several goroutines (inParallel)
 	actions []action
@@ -145,7 +148,8 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 	if cfg.Jobs.HelperImage == "" {
 		cfg.Jobs.HelperImage = "ghcr.io/kubefledged/kubefledged:test"
 	}
-	h.r = &Reconciler{Client: c, APIReader: c, Jobs: jobIndex{h.api}, Recorder: h.rec, Clock: h.clock, Config: cfg}
+	h.pods = &podIndex{api: h.api}
+	h.r = &Reconciler{Client: c, APIReader: c, Jobs: jobIndex{h.api}, Pods: h.pods, Recorder: h.rec, Clock: h.clock, Config: cfg}
 	h.r.init()
 	return h
 }
@@ -217,6 +221,38 @@ func (j jobIndex) Get(ns, name string) *batchv1.Job {
 }
 
 func (jobIndex) Source(handler.EventHandler) source.SyncingSource { return nil }
+
+// podIndex stands in for podwatch: it reads pods and namespaces straight
+// from the fake API server, or fails with err.
+type podIndex struct {
+	api client.Client
+	err error
+}
+
+func (p *podIndex) Snapshot() ([]*corev1.Pod, map[string]labels.Set, error) {
+	if p.err != nil {
+		return nil, nil, p.err
+	}
+	pods := &corev1.PodList{}
+	nss := &corev1.NamespaceList{}
+	if err := p.api.List(context.Background(), pods); err != nil {
+		return nil, nil, err
+	}
+	if err := p.api.List(context.Background(), nss); err != nil {
+		return nil, nil, err
+	}
+	out := make([]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		out[i] = &pods.Items[i]
+	}
+	labelsOf := map[string]labels.Set{}
+	for _, n := range nss.Items {
+		labelsOf[n.Name] = n.Labels
+	}
+	return out, labelsOf, nil
+}
+
+func (*podIndex) Sources(handler.EventHandler, ...predicate.Predicate) []source.Source { return nil }
 
 // --- objects ---
 

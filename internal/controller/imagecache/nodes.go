@@ -47,6 +47,15 @@ func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []rec
 		// Released (or never held): nobody asks about it any more.
 		r.ops.releasedNode(node.Name)
 	}
+	out := r.cachesWhere(ctx, func(_ *v1alpha2.ImageCache, l *v1alpha2.CacheSpecImages) bool { return plan.Selects(l, node) })
+	for _, req := range out {
+		r.ops.nodeChanged(req.NamespacedName)
+	}
+	return out
+}
+
+// cachesWhere returns the caches with a list that pick says yes to.
+func (r *Reconciler) cachesWhere(ctx context.Context, pick func(c *v1alpha2.ImageCache, l *v1alpha2.CacheSpecImages) bool) []reconcile.Request {
 	caches := &v1alpha2.ImageCacheList{}
 	if err := r.Client.List(ctx, caches); err != nil {
 		return nil
@@ -55,10 +64,8 @@ func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []rec
 	for i := range caches.Items {
 		c := &caches.Items[i]
 		for j := range c.Spec.CacheSpec {
-			if plan.Selects(&c.Spec.CacheSpec[j], node) {
-				key := client.ObjectKeyFromObject(c)
-				r.ops.nodeChanged(key)
-				out = append(out, reconcile.Request{NamespacedName: key})
+			if pick(c, &c.Spec.CacheSpec[j]) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 				break
 			}
 		}

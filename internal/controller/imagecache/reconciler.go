@@ -76,7 +76,10 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Jobs holds the controller's running Jobs; they are never read
 	// through Client, whose cache would hold them whole a second time.
-	Jobs     JobIndex
+	Jobs JobIndex
+	// Pods holds every pod's images, for fromPods; nil reports fromPods
+	// as not followed.
+	Pods     PodIndex
 	Recorder record.EventRecorder
 	Clock    clock.Clock
 	Config   Config
@@ -104,14 +107,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("imagecache: no Job watch")
 	}
 	r.init()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("imagecache").
 		For(&v1alpha2.ImageCache{}).
 		WatchesRawSource(r.Jobs.Source(r.jobEvents(mgr))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles})
+	if r.Pods != nil {
+		for _, s := range r.Pods.Sources(handler.EnqueueRequestsFromMapFunc(r.cachesForPods), podChanges()) {
+			b = b.WatchesRawSource(s)
+		}
+	}
+	return b.Complete(r)
 }
 
 // init fills the defaults and the memory of running operations; unit tests
@@ -207,6 +215,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if specTooLarge(&cache.Spec) != "" {
 		// Declined when it was due; a node joining changes nothing.
 		return ctrl.Result{RequeueAfter: after}, nil
+	}
+	res, started, err := r.followPods(ctx, cache)
+	if started || err != nil {
+		return res, err
+	}
+	if res.RequeueAfter > 0 && (after == 0 || res.RequeueAfter < after) {
+		after = res.RequeueAfter
 	}
 	if newNodes, err := r.newNodes(ctx, cache); err != nil {
 		return ctrl.Result{}, err

@@ -19,6 +19,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/internal/podimages"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
@@ -49,8 +50,19 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The operation acts on the named images and those of the pods that
+	// fromPods selects; an update compares them with what the cache holds,
+	// less the pod images no pod runs any more, which are dropped, not
+	// deleted (see podimages.Prior).
+	record, pods := r.podsOf(cache, kind)
+	if pods != nil && pods.cond.Reason == podsNotListedYet {
+		// The pods are being listed (for podwatch.SyncGrace at most):
+		// started now, the operation would leave them to a second one.
+		return ctrl.Result{RequeueAfter: pods.retry}, nil
+	}
+	spec := podimages.Effective(cache.Spec, record)
 	p := plan.Build(plan.Input{
-		Op: kind, Spec: cache.Spec, Prior: cache.Status.ProcessedSpec,
+		Op: kind, Spec: spec, Prior: podimages.Prior(cache.Status.ProcessedSpec, cache.Status.PodImages, record),
 		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only, StartupTaint: r.Config.StartupTaint,
 	})
 	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
@@ -61,7 +73,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items, r.Config.StartupTaint)
 	op := &operation{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
-		spec: *cache.Spec.DeepCopy(), start: now, eligible: eligible, only: only,
+		spec: spec, named: *cache.Spec.DeepCopy(), podImages: record, start: now, eligible: eligible, only: only,
 		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint),
 		index:         map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
@@ -103,6 +115,11 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		detail = "Images are being pulled on to new nodes: " + nodeList(only)
 	}
 	setConditions(cache, true, string(kind), detail, op.generation)
+	if pods != nil {
+		setPodsCondition(st, true, pods.cond)
+	} else if kind != plan.NewNodes && kind != plan.Purge {
+		setPodsCondition(st, false, metav1.Condition{})
+	}
 	// The resourceVersion of our read guards this write: on a stale read it
 	// conflicts and nothing has started.
 	if err := r.Client.Status().Update(ctx, cache); err != nil {
@@ -116,6 +133,9 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), detail)
 	for _, why := range p.Unmatched {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
+	}
+	if pods != nil && !pods.ok() && pods.cond.Reason != podsNotListedYet {
+		r.Recorder.Event(cache, corev1.EventTypeWarning, pods.cond.Reason, pods.cond.Message)
 	}
 	return r.progress(ctx, cache, op)
 }

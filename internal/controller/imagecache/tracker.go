@@ -23,8 +23,13 @@ type operation struct {
 	kind       plan.Operation
 	uid        types.UID
 	generation int64
-	spec       v1alpha2.ImageCacheSpec
-	start      time.Time
+	// spec is what the operation acts on: the named images and those of
+	// podImages; named is the cache's spec as written, which its end
+	// records as processed.
+	spec      v1alpha2.ImageCacheSpec
+	named     v1alpha2.ImageCacheSpec
+	podImages []v1alpha2.ListPodImages
+	start     time.Time
 	// eligible are the nodes the cache's lists could use at the start; they
 	// become the cache's coverage when it ends.
 	eligible map[string]bool

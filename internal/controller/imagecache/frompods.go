@@ -1,0 +1,232 @@
+package imagecache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/internal/podimages"
+	"github.com/kubefledged/kube-fledged/internal/podwatch"
+)
+
+// PodIndex is what the reconciler reads of the cluster's pods for fromPods:
+// podwatch in the controller, a stand-in in unit tests.
+type PodIndex interface {
+	// Snapshot returns the pods and every namespace's labels as last seen,
+	// or why they cannot be read (podwatch.ErrNotSynced at first).
+	Snapshot() ([]*corev1.Pod, map[string]labels.Set, error)
+	Sources(h handler.EventHandler, preds ...predicate.Predicate) []source.Source
+}
+
+var _ PodIndex = &podwatch.Watch{}
+
+// Condition reasons of PodsResolved.
+const (
+	podsResolved       = "Resolved"
+	podsNotListedYet   = "PodsNotListedYet"
+	podsUnreadable     = "PodsUnreadable"
+	podsNoWatch        = "NoPodWatch"
+	podsBadSelector    = "InvalidSelector"
+	podsImagesDropped  = "PodImagesDropped"
+	podsRetryUnread    = 30 * time.Second
+	podsRetryNotListed = 2 * time.Second
+)
+
+// podsResult is what resolving a cache's fromPods gave: the record of the
+// images to cache, and the PodsResolved condition. When the pods cannot be
+// read, the record is what the cache holds already: the images found
+// before stay cached rather than being dropped for a failure of ours.
+type podsResult struct {
+	record []v1alpha2.ListPodImages
+	cond   metav1.Condition
+	retry  time.Duration
+}
+
+func (p podsResult) ok() bool { return p.cond.Status == metav1.ConditionTrue }
+
+func (r *Reconciler) resolvePods(cache *v1alpha2.ImageCache) podsResult {
+	held := cache.Status.PodImages
+	cond := metav1.Condition{Type: v1alpha2.ConditionPodsResolved, Status: metav1.ConditionFalse, ObservedGeneration: cache.Generation}
+	if r.Pods == nil {
+		cond.Reason, cond.Message = podsNoWatch, "this controller was started without a pod watch: fromPods is not followed"
+		return podsResult{record: held, cond: cond}
+	}
+	pods, namespaces, err := r.Pods.Snapshot()
+	if err != nil {
+		out := podsResult{record: held, cond: cond, retry: podsRetryUnread}
+		if errors.Is(err, podwatch.ErrNotSynced) {
+			out.cond.Reason, out.cond.Message, out.retry = podsNotListedYet, err.Error(), podsRetryNotListed
+		} else {
+			out.cond.Reason = podsUnreadable
+			out.cond.Message = "the controller cannot read the pods fromPods selects; the images found before stay cached: " + err.Error()
+		}
+		return out
+	}
+	record, bad := podimages.Resolve(cache.Namespace, cache.Spec.CacheSpec, pods, namespaces)
+	if len(bad) > 0 {
+		var why []string
+		for i, err := range bad {
+			why = append(why, fmt.Sprintf("cacheSpec[%d].fromPods.%v", i, err))
+			for _, h := range held {
+				if int(h.List) == i {
+					record = append(record, h)
+				}
+			}
+		}
+		sort.Strings(why)
+		sort.Slice(record, func(a, b int) bool { return record[a].List < record[b].List })
+		cond.Reason, cond.Message = podsBadSelector, strings.Join(why, "; ")
+		return podsResult{record: record, cond: cond}
+	}
+	var npods, nimages, omitted int32
+	for _, l := range record {
+		npods += l.Pods
+		nimages += int32(len(l.Images))
+		omitted += l.Omitted
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, podsResolved
+	cond.Message = fmt.Sprintf("%d pod(s) selected, %d image(s) cached for them", npods, nimages)
+	if omitted > 0 {
+		cond.Message += fmt.Sprintf("; %d more not cached, over the limit of %d per ImageCache: split the pods over several caches",
+			omitted, v1alpha2.MaxPodImages)
+	}
+	return podsResult{record: record, cond: cond}
+}
+
+// setPodsCondition sets PodsResolved, or removes it from a cache without
+// fromPods, and says whether it changed (its time aside).
+func setPodsCondition(st *v1alpha2.ImageCacheStatus, uses bool, cond metav1.Condition) bool {
+	if !uses {
+		return meta.RemoveStatusCondition(&st.Conditions, v1alpha2.ConditionPodsResolved)
+	}
+	return meta.SetStatusCondition(&st.Conditions, cond)
+}
+
+// podsOf is the record of pod images an operation of kind acts on. A
+// create, update or refresh follows the pods as they are now; a new-node
+// operation brings new nodes level with what the cache holds, and a purge
+// deletes what it holds.
+func (r *Reconciler) podsOf(cache *v1alpha2.ImageCache, kind plan.Operation) ([]v1alpha2.ListPodImages, *podsResult) {
+	if kind == plan.NewNodes || kind == plan.Purge {
+		return cache.Status.PodImages, nil
+	}
+	if !podimages.Uses(&cache.Spec) {
+		return nil, nil
+	}
+	res := r.resolvePods(cache)
+	return res.record, &res
+}
+
+// followPods keeps a cache with fromPods level with its pods when no
+// operation is due: an image the pods gained starts an update, which pulls
+// it; an image they no longer run only leaves the record, without a Job. A
+// purged cache follows nothing until its spec changes or it is refreshed,
+// as it pulls nothing else. started says that an operation began.
+func (r *Reconciler) followPods(ctx context.Context, cache *v1alpha2.ImageCache) (res ctrl.Result, started bool, err error) {
+	uses := podimages.Uses(&cache.Spec)
+	if cache.Status.Reason == string(plan.Purge) || (!uses && cache.Status.PodImages == nil &&
+		meta.FindStatusCondition(cache.Status.Conditions, v1alpha2.ConditionPodsResolved) == nil) {
+		return ctrl.Result{}, false, nil
+	}
+	var pods podsResult
+	if uses {
+		pods = r.resolvePods(cache)
+		if pods.cond.Reason == podsNotListedYet {
+			// Not worth a status write: the watch's first events come
+			// within seconds (podwatch.SyncGrace at most).
+			return ctrl.Result{RequeueAfter: pods.retry}, false, nil
+		}
+		if pods.ok() && podimages.Gained(cache.Status.PodImages, pods.record) {
+			res, err := r.start(ctx, cache, plan.Update, nil)
+			return res, true, err
+		}
+	}
+	dropped := lost(cache.Status.PodImages, pods.record)
+	changed := !equality.Semantic.DeepEqual(cache.Status.PodImages, pods.record)
+	wasReason := ""
+	if c := meta.FindStatusCondition(cache.Status.Conditions, v1alpha2.ConditionPodsResolved); c != nil {
+		wasReason = c.Reason
+	}
+	condChanged := setPodsCondition(&cache.Status, uses, pods.cond)
+	if changed || condChanged {
+		cache.Status.PodImages = pods.record
+		// The resourceVersion of our read guards this write: a stale read
+		// conflicts, and the next reconcile looks again.
+		if err := r.Client.Status().Update(ctx, cache); err != nil {
+			return ctrl.Result{}, false, err
+		}
+		if len(dropped) > 0 {
+			r.Recorder.Event(cache, corev1.EventTypeNormal, podsImagesDropped,
+				"no selected pod runs these any more; they are no longer cached, and stay on the nodes until a purge or the kubelet's garbage collection: "+strings.Join(dropped, ", "))
+		}
+		if uses && !pods.ok() && wasReason != pods.cond.Reason {
+			r.Recorder.Event(cache, corev1.EventTypeWarning, pods.cond.Reason, pods.cond.Message)
+		}
+	}
+	return ctrl.Result{RequeueAfter: pods.retry}, false, nil
+}
+
+// lost lists the images was holds and now does not, list by list.
+func lost(was, now []v1alpha2.ListPodImages) []string {
+	var out []string
+	for _, w := range was {
+		still := map[string]bool{}
+		for _, img := range podimages.Images(now, int(w.List)) {
+			still[podimages.Key(img)] = true
+		}
+		for _, img := range w.Images {
+			if !still[podimages.Key(img.Image)] {
+				out = append(out, img.Image)
+			}
+		}
+	}
+	return out
+}
+
+// podChanges lets through the pod and namespace events that can change
+// what fromPods finds: one comes or goes, or its labels or images change.
+// Status updates, most of a pod's events, are ignored.
+func podChanges() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if !reflect.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
+				return true
+			}
+			o, ok1 := e.ObjectOld.(*corev1.Pod)
+			n, ok2 := e.ObjectNew.(*corev1.Pod)
+			return ok1 && ok2 && !reflect.DeepEqual(podimages.Of(o), podimages.Of(n))
+		},
+	}
+}
+
+// cachesForPods maps a pod or namespace event to the caches whose fromPods
+// may select it: a pod in the cache's namespace, or in any namespace when a
+// list has a namespaceSelector. The reconcile resolves them exactly.
+func (r *Reconciler) cachesForPods(ctx context.Context, obj client.Object) []reconcile.Request {
+	_, isNamespace := obj.(*corev1.Namespace)
+	return r.cachesWhere(ctx, func(c *v1alpha2.ImageCache, l *v1alpha2.CacheSpecImages) bool {
+		return l.FromPods != nil && (l.FromPods.NamespaceSelector != nil || (!isNamespace && obj.GetNamespace() == c.Namespace))
+	})
+}
