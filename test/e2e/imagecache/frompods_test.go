@@ -3,6 +3,7 @@ package imagecache_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -155,4 +157,49 @@ func hasCacheEvent(g Gomega, ns, name, prefix, what string) {
 		}
 		return out
 	}).WithTimeout(opTimeout).WithPolling(200 * time.Millisecond).Should(ContainElement(And(HavePrefix(prefix), ContainSubstring(what))))
+}
+
+// TestFromPodsHoldsNewNodes: with the startup taint, nodes that join get
+// the images of the workload that waits for them before any of its pods
+// lands, though no list names them: the cache follows the Deployment's
+// pending pods, and each node is released only once their image is on it.
+func TestFromPodsHoldsNewNodes(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	const n = 3
+	pool := "followheld-" + rand.String(4)
+	runController(t, withStartupTaint(5*time.Minute, "", func(o *commands.ControllerOptions) { o.Deadline.Value = 2 * time.Minute }))
+
+	key := client.ObjectKey{Namespace: ns, Name: "follows-held"}
+	l := withSelector(map[string]string{"pool": pool})
+	l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pool}}}
+	t0 := tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
+	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	o := watchOrder(t, ns, pool)
+	heldDeployment(t, g, ns, pool, n)
+	g.Eventually(func(g Gomega) []string {
+		c := &v1alpha2.ImageCache{}
+		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
+		g.Expect(c.Status.Status).NotTo(Equal(v1alpha2.ImageCacheActionStatusProcessing))
+		got := podImages(c)
+		if len(got) > 1 {
+			got[1] = got[1][:strings.LastIndex(got[1], "/")] // the ReplicaSet's hash
+		}
+		return got
+	}).WithTimeout(opTimeout).WithPolling(200 * time.Millisecond).Should(Equal(
+		[]string{fmt.Sprintf("%d pods, 1 images", n), fmt.Sprintf("nginx:1.27-app %d %s/ReplicaSet", n, ns)}))
+
+	specs := heldNodes(pool, n)
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	addNodes(t, g, specs...)
+	g.Eventually(o.releasedCount).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal(n), "every node released")
+	g.Eventually(o.boundCount).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal(n), func() string {
+		return "every replica bound; " + pendingPods(g, ns, pool)
+	})
+	holds := o.checkReleasedAfterPulls(g, names, []string{"nginx:1.27-app"})
+	t.Logf("fromPods with the startup taint: %d nodes held until the Deployment's image was on them: %s", n, summarise(holds))
 }
