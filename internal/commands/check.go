@@ -123,10 +123,13 @@ func (c *checker) run(ctx context.Context) error {
 }
 
 // retry runs check until it passes, fails for good, or the timeout ends;
-// the error is its last.
+// the error is the last one that says why. An attempt cut short by the
+// timeout itself only says that time ran out, so the attempt before it
+// (a refused connection, a 500) is the one reported.
 func (c *checker) retry(ctx context.Context, what string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout.Value)
 	defer cancel()
+	var why error
 	for {
 		err := check(ctx)
 		if err == nil {
@@ -136,9 +139,12 @@ func (c *checker) retry(ctx context.Context, what string, check func(context.Con
 		if errors.As(err, &f) {
 			return fmt.Errorf("%s: %w", what, f.error)
 		}
+		if why == nil || ctx.Err() == nil {
+			why = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: not passed within %s: %w", what, c.opts.Timeout.Value, err)
+			return fmt.Errorf("%s: not passed within %s: %w", what, c.opts.Timeout.Value, why)
 		case <-time.After(c.opts.Interval):
 		}
 	}

@@ -154,3 +154,19 @@ func TestChartWebhookName(t *testing.T) {
 		t.Errorf("the chart's webhook is not named %s", ChartWebhookName)
 	}
 }
+
+// The attempt that the timeout cuts short says only that time ran out; the
+// reason reported is the one before it.
+func TestCheckReportsTheReasonNotTheTimeout(t *testing.T) {
+	g := NewWithT(t)
+	c, _ := newChecker(t, 1, refused)
+	err := c.retry(context.Background(), "controller health", func(ctx context.Context) error {
+		select {
+		case <-time.After(150 * time.Millisecond):
+			return errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	g.Expect(err).To(MatchError(ContainSubstring("not passed within 300ms: dial tcp 127.0.0.1:1: connect: connection refused")))
+}
