@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -125,6 +126,27 @@ func TestMonitoringObjects(t *testing.T) {
 	})
 }
 
+// renderAlerts renders the chart with vals (YAML) and the PrometheusRule on,
+// and returns its alerts' expressions.
+func renderAlerts(t *testing.T, c *chart.Chart, vals string) map[string]string {
+	t.Helper()
+	v := map[string]any{}
+	if err := yaml.Unmarshal([]byte(vals), &v); err != nil {
+		t.Fatal(err)
+	}
+	pr, _ := v["prometheusRule"].(map[string]any)
+	if pr == nil {
+		pr = map[string]any{}
+	}
+	pr["enabled"] = true
+	v["prometheusRule"] = pr
+	r, err := Render(c, v)
+	if err != nil {
+		t.Fatalf("%s: %v", vals, err)
+	}
+	return alerts(prometheusRule(t, r))
+}
+
 // threshold is the number an alert's expression compares with at its end.
 var threshold = regexp.MustCompile(`> ([0-9.]+)\s*$`)
 
@@ -146,21 +168,7 @@ func TestMonitoringDurations(t *testing.T) {
 		{"controller: {imagePullDeadlineDuration: 1500ms}", "904", "2", "[3600s]"},
 		{"prometheusRule: {cacheFailingFor: 2h, slowOperation: 45s, window: 10m}", "7200", "45", "[600s]"},
 	} {
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(tt.vals), &vals); err != nil {
-			t.Fatal(err)
-		}
-		pr, _ := vals["prometheusRule"].(map[string]any)
-		if pr == nil {
-			pr = map[string]any{}
-		}
-		pr["enabled"] = true
-		vals["prometheusRule"] = pr
-		r, err := Render(c, vals)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.vals, err)
-		}
-		got := alerts(prometheusRule(t, r))
+		got := renderAlerts(t, c, tt.vals)
 		if m := threshold.FindStringSubmatch(got["KubeFledgedImageCacheFailing"]); m == nil || m[1] != tt.failing {
 			t.Errorf("%s: failing threshold %v, want %s", tt.vals, m, tt.failing)
 		}
@@ -169,6 +177,32 @@ func TestMonitoringDurations(t *testing.T) {
 		}
 		if !strings.Contains(got["KubeFledgedPullFailuresHigh"], tt.windowExpr) {
 			t.Errorf("%s: window not %s: %s", tt.vals, tt.windowExpr, got["KubeFledgedPullFailuresHigh"])
+		}
+	}
+}
+
+// KubeFledgedNodeHeldTooLong is there only with the startup taint, and its
+// threshold follows the taint's timeout unless set.
+func TestMonitoringNodeHeldThreshold(t *testing.T) {
+	c := loadChart(t)
+	for _, tt := range []struct {
+		vals string
+		held string // "" for no alert
+	}{
+		{"{}", ""},
+		{"controller: {nodeStartupTaint: kubefledged.io/caching}", "660"},
+		{"controller: {nodeStartupTaint: kubefledged.io/caching, nodeStartupTaintTimeout: 2m30s}", "210"},
+		{"controller: {nodeStartupTaint: kubefledged.io/caching}\nprometheusRule: {nodeHeldFor: 1h}", "3600"},
+	} {
+		expr, ok := renderAlerts(t, c, tt.vals)["KubeFledgedNodeHeldTooLong"]
+		if tt.held == "" {
+			if ok {
+				t.Errorf("%s: KubeFledgedNodeHeldTooLong without the startup taint", tt.vals)
+			}
+			continue
+		}
+		if m := threshold.FindStringSubmatch(expr); m == nil || m[1] != tt.held {
+			t.Errorf("%s: held threshold %v, want %s", tt.vals, m, tt.held)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,19 @@ func (tl timeline) event(name string) time.Time {
 	return at
 }
 
+// is says whether f is alert, with labels matching match.
+func (f Firing) is(alert string, match map[string]string) bool {
+	if f.Alert != alert {
+		return false
+	}
+	for k, v := range match {
+		if f.Labels.Get(k) != v {
+			return false
+		}
+	}
+	return true
+}
+
 // firing lists the evaluations in [from, to] at which alert fired with
 // labels matching match.
 func (tl timeline) firing(alert string, match map[string]string, from, to time.Time) []time.Time {
@@ -103,22 +117,28 @@ func (tl timeline) firing(alert string, match map[string]string, from, to time.T
 			continue
 		}
 		for _, f := range ev.Firing {
-			if f.Alert != alert {
-				continue
-			}
-			ok := true
-			for k, v := range match {
-				if f.Labels.Get(k) != v {
-					ok = false
-				}
-			}
-			if ok {
+			if f.is(alert, match) {
 				out = append(out, ev.At)
 				break
 			}
 		}
 	}
 	return out
+}
+
+// annotation is an annotation of the alert's first firing with labels
+// matching match, expanded as at that evaluation.
+func (tl timeline) annotation(alert string, match map[string]string, name string) string {
+	tl.t.Helper()
+	for _, ev := range tl.evals {
+		for _, f := range ev.Firing {
+			if f.is(alert, match) {
+				return f.Annotations.Get(name)
+			}
+		}
+	}
+	tl.t.Errorf("%s%v never fires", alert, match)
+	return ""
 }
 
 // spans says when each alert fired, by label set, in seconds of the run.
@@ -268,6 +288,28 @@ func TestAlertsOnSandboxRun(t *testing.T) {
 	tl.firesThroughout("KubeFledgedImageCacheFailing", failing, since.Add(after+slack), stopped)
 	tl.quiet("KubeFledgedImageCacheFailing", map[string]string{"imagecache": "warm"}, rec.Start(), rec.End())
 
+	// A node joined with the startup taint while no controller led: it is
+	// held past the threshold, and the alert names it, until the leader
+	// releases it. The node that joined later, under a leader, was released
+	// long before the threshold.
+	node, created := heldSince(t, rec, 0)
+	heldFor := time.Duration(threshold(t, ruleFile, "KubeFledgedNodeHeldTooLong")) * time.Second
+	released := tl.event("node-released")
+	if released.Sub(created) < heldFor+2*slack {
+		t.Fatalf("node %s held %s, too short for its alert at %s", node, released.Sub(created), heldFor)
+	}
+	held := map[string]string{"node": node}
+	tl.quiet("KubeFledgedNodeHeldTooLong", held, rec.Start(), created.Add(heldFor-time.Second))
+	tl.firesThroughout("KubeFledgedNodeHeldTooLong", held, created.Add(heldFor+slack), released)
+	tl.quiet("KubeFledgedNodeHeldTooLong", held, released.Add(slack), rec.End())
+	late, _ := heldSince(t, rec, 1)
+	tl.quiet("KubeFledgedNodeHeldTooLong", map[string]string{"node": late}, rec.Start(), rec.End())
+	desc := tl.annotation("KubeFledgedNodeHeldTooLong", held, "description")
+	t.Logf("KubeFledgedNodeHeldTooLong's description: %s", desc)
+	if !strings.Contains(desc, "node "+node+".") || strings.Contains(desc, "error") {
+		t.Errorf("KubeFledgedNodeHeldTooLong's description does not name node %s: %q", node, desc)
+	}
+
 	// Nothing answers once the controller stops.
 	tl.quiet("KubeFledgedControllerDown", nil, started, stopped)
 	tl.firesThroughout("KubeFledgedControllerDown", nil, stopped.Add(10*time.Second+slack), rec.End())
@@ -287,6 +329,32 @@ func failingSince(t *testing.T, rec *Recording, cache string) time.Time {
 	return time.Time{}
 }
 
+// heldSince is the i-th node the run served as held, in the order first
+// served, and its creation time.
+func heldSince(t *testing.T, rec *Recording, i int) (string, time.Time) {
+	t.Helper()
+	const prefix = `kubefledged_node_held_since_timestamp_seconds{node="`
+	seen := map[string]bool{}
+	for _, s := range rec.Scrapes {
+		var names []string
+		for series := range s.Series {
+			if strings.HasPrefix(series, prefix) && !seen[series] {
+				seen[series] = true
+				names = append(names, series)
+			}
+		}
+		sort.Strings(names)
+		for _, series := range names {
+			if i == 0 {
+				return strings.TrimSuffix(strings.TrimPrefix(series, prefix), `"}`), time.Unix(int64(s.Series[series]), 0)
+			}
+			i--
+		}
+	}
+	t.Fatalf("the run served fewer held nodes than %d", i+1)
+	return "", time.Time{}
+}
+
 // The expectations above must be able to fail: a rule that cannot see the
 // series (another job) fires nowhere, one that always fires is caught.
 func TestAlertExpectationsCanFail(t *testing.T) {
@@ -294,6 +362,9 @@ func TestAlertExpectationsCanFail(t *testing.T) {
 	rec := tl.rec
 	if got := tl.firing("KubeFledgedPullFailuresHigh", nil, rec.Start(), rec.End()); len(got) != 0 {
 		t.Errorf("a rule selecting job=kubefledged-metrics fired on series of job=elsewhere")
+	}
+	if got := tl.firing("KubeFledgedNodeHeldTooLong", nil, rec.Start(), rec.End()); len(got) != 0 {
+		t.Errorf("KubeFledgedNodeHeldTooLong fired on series of another job")
 	}
 	// ControllerDown fires all along: nothing of its job ever answers.
 	if got := tl.firing("KubeFledgedControllerDown", nil, rec.Start(), rec.End()); len(got) == 0 {

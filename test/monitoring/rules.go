@@ -53,7 +53,9 @@ func RuleFile(golden []byte) ([]byte, error) {
 type Firing struct {
 	Alert  string
 	Labels labels.Labels
-	Value  float64
+	// Annotations are expanded, as Alertmanager would receive them.
+	Annotations labels.Labels
+	Value       float64
 }
 
 // Evaluation is what the rules gave at one time.
@@ -121,7 +123,7 @@ func Evaluate(ctx context.Context, ruleFile []byte, db storage.Storage, start, e
 			for _, ar := range g.AlertingRules() {
 				for _, a := range ar.ActiveAlerts() {
 					if a.State == rules.StateFiring {
-						ev.Firing = append(ev.Firing, Firing{Alert: ar.Name(), Labels: a.Labels, Value: a.Value})
+						ev.Firing = append(ev.Firing, Firing{Alert: ar.Name(), Labels: a.Labels, Annotations: a.Annotations, Value: a.Value})
 					}
 				}
 			}

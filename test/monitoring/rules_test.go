@@ -3,6 +3,7 @@ package monitoring
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,10 @@ func metricNames(expr parser.Expr) []string {
 	return out
 }
 
+// annotationQuery finds the queries an annotation template runs (Prometheus's
+// template function query, given a raw string).
+var annotationQuery = regexp.MustCompile("query `([^`]*)`")
+
 // exported are the sample names the controller served in the recorded run.
 func exported(t *testing.T) []string {
 	t.Helper()
@@ -48,7 +53,7 @@ func exported(t *testing.T) []string {
 // Every rendering of the PrometheusRule in test/golden loads as Prometheus
 // loads a rule file (expressions, durations, label names, annotation
 // templates), and names only series the controller served or Prometheus
-// makes.
+// makes, in its expressions and in the queries its annotations run.
 func TestRulesLoadAsPrometheusLoadsThem(t *testing.T) {
 	goldens, err := filepath.Glob(filepath.Join(goldenDir, "*.golden"))
 	if err != nil {
@@ -91,9 +96,22 @@ func TestRulesLoadAsPrometheusLoadsThem(t *testing.T) {
 						t.Errorf("%s: %v", r.Alert, err)
 						continue
 					}
-					for _, n := range metricNames(expr) {
-						if !slices.Contains(names, n) && !slices.Contains(synthetic, n) {
-							t.Errorf("%s reads %s, which the controller does not serve", r.Alert, n)
+					exprs := []parser.Expr{expr}
+					for _, a := range r.Annotations {
+						for _, m := range annotationQuery.FindAllStringSubmatch(a, -1) {
+							q, err := p.ParseExpr(m[1])
+							if err != nil {
+								t.Errorf("%s: the query in an annotation: %v", r.Alert, err)
+								continue
+							}
+							exprs = append(exprs, q)
+						}
+					}
+					for _, e := range exprs {
+						for _, n := range metricNames(e) {
+							if !slices.Contains(names, n) && !slices.Contains(synthetic, n) {
+								t.Errorf("%s reads %s, which the controller does not serve", r.Alert, n)
+							}
 						}
 					}
 				}

@@ -17,13 +17,16 @@ import (
 
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -45,7 +48,9 @@ var (
 // cause is there and not before.
 //
 // The run: a Lease held by someone else keeps the controller from leading
-// for its duration (KubeFledgedNoLeader); a cache of a good image succeeds
+// for its duration (KubeFledgedNoLeader), and so from releasing a node that
+// joined with the startup taint, which stays held past the taint's timeout
+// (KubeFledgedNodeHeldTooLong) until the controller leads; a cache of a good image succeeds
 // (no alert); a cache with an image that never pulls fails, which makes
 // the share of failed pulls high and the operation as slow as the pull
 // deadline (KubeFledgedPullFailuresHigh, KubeFledgedOperationsSlow), and
@@ -53,21 +58,27 @@ var (
 // then the controller stops and nothing answers (KubeFledgedControllerDown).
 func TestAlertsOnScrapedSeries(t *testing.T) {
 	g := NewWithT(t)
-	deadline, refresh := sandboxDurations(t)
+	d := sandboxDurations(t)
+	deadline, refresh := d.deadline, d.refresh
 	ns := namespace(t)
 	addr := freeAddr(g)
 	ctx := context.Background()
 
-	// The controller's leader election Lease, held by another for 15s from
-	// the moment the controller first sees it.
+	// The controller's leader election Lease, held by another for 20s from
+	// the moment the controller first sees it: longer than the held node's
+	// alert threshold and a few scrapes.
 	opts := commands.NewControllerOptions()
 	g.Expect(k8s.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: opts.LeaderElectionID},
 		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To("another-controller"), LeaseDurationSeconds: ptr.To[int32](15),
+			HolderIdentity: ptr.To("another-controller"), LeaseDurationSeconds: ptr.To[int32](20),
 			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
 		},
 	})).To(Succeed())
+
+	// A node that joins with the startup taint while no controller leads.
+	held := heldNodes("halert-"+rand.String(4), 1)[0]
+	addNodes(t, g, held)
 
 	rec := startRecorder(t, addr, ns)
 	rec.event("started")
@@ -77,17 +88,30 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 		o.LeaderElectionNamespace = ns
 		o.Deadline.Value = deadline
 		o.RefreshEvery.Value = refresh
+		o.StartupTaint.Value = d.taint
+		o.StartupTaintTimeout.Value = d.taintTimeout
 	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(scrape(g, addr)).To(HaveKeyWithValue(fmt.Sprintf(`leader_election_master_status{name=%q}`, opts.LeaderElectionID), 1.0))
 	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	rec.event("leader")
+	// The leader releases the node at once: no cache applies to it, and its
+	// timeout is long past anyway.
+	released(g, held.Name, d.taint)
+	rec.event("node-released")
 
 	t0 := tick()
 	g.Expect(k8s.Create(ctx, newCache(ns, "warm", list("traefik:3.1")))).To(Succeed())
 	c := final(t, g, client.ObjectKey{Namespace: ns, Name: "warm"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	rec.event("warm-succeeded")
+	// A node that joins held while a controller leads: the good cache's
+	// image is pulled onto it (the leader serves it as waited for) and it is
+	// released, well before the alert's threshold.
+	late := heldNodes("hlate-"+rand.String(4), 1)[0]
+	addNodes(t, g, late)
+	released(g, late.Name, d.taint)
+	rec.event("late-released")
 	// A stretch with only good pulls and fast operations behind.
 	time.Sleep(5 * time.Second)
 
@@ -129,9 +153,23 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	}
 }
 
-// sandboxDurations are the controller durations of the chart values the
-// alert tests render.
-func sandboxDurations(t *testing.T) (deadline, refresh time.Duration) {
+// released waits for a node to lose the startup taint.
+func released(g Gomega, node string, taint *plan.StartupTaint) {
+	g.Eventually(func(g Gomega) {
+		n := &corev1.Node{}
+		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: node}, n)).To(Succeed())
+		g.Expect(taint.On(n)).To(BeFalse())
+	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "node %s released", node)
+}
+
+// sandboxSettings are the controller settings of the chart values the alert
+// tests render.
+type sandboxSettings struct {
+	deadline, refresh, taintTimeout time.Duration
+	taint                           *plan.StartupTaint
+}
+
+func sandboxDurations(t *testing.T) sandboxSettings {
 	t.Helper()
 	raw, err := os.ReadFile(sandboxValues)
 	if err != nil {
@@ -141,18 +179,30 @@ func sandboxDurations(t *testing.T) (deadline, refresh time.Duration) {
 		Controller struct {
 			ImagePullDeadlineDuration  string `json:"imagePullDeadlineDuration"`
 			ImageCacheRefreshFrequency string `json:"imageCacheRefreshFrequency"`
+			NodeStartupTaint           string `json:"nodeStartupTaint"`
+			NodeStartupTaintTimeout    string `json:"nodeStartupTaintTimeout"`
 		} `json:"controller"`
 	}
 	if err := yaml.Unmarshal(raw, &v); err != nil {
 		t.Fatal(err)
 	}
-	if deadline, err = time.ParseDuration(v.Controller.ImagePullDeadlineDuration); err != nil {
-		t.Fatal(err)
+	var d sandboxSettings
+	for _, p := range []struct {
+		to  *time.Duration
+		val string
+	}{
+		{&d.deadline, v.Controller.ImagePullDeadlineDuration},
+		{&d.refresh, v.Controller.ImageCacheRefreshFrequency},
+		{&d.taintTimeout, v.Controller.NodeStartupTaintTimeout},
+	} {
+		if *p.to, err = time.ParseDuration(p.val); err != nil {
+			t.Fatalf("%s: %v", sandboxValues, err)
+		}
 	}
-	if refresh, err = time.ParseDuration(v.Controller.ImageCacheRefreshFrequency); err != nil {
-		t.Fatal(err)
+	if d.taint, err = plan.ParseStartupTaint(v.Controller.NodeStartupTaint); err != nil {
+		t.Fatalf("%s: %v", sandboxValues, err)
 	}
-	return deadline, refresh
+	return d
 }
 
 // recorder scrapes the controller's metrics every second, as a Prometheus
