@@ -95,11 +95,10 @@ func Name(cacheName, operation string, w Work) string {
 
 // Build returns the Job for one work item.
 func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
-	cache := o.Cache
 	var pod corev1.PodSpec
 	switch w.Kind {
 	case Pull:
-		pod = pullPod(w, opts)
+		pod = pullPod([]Work{w}, opts, false)
 	case Delete:
 		p, err := deletePod(w, opts)
 		if err != nil {
@@ -109,18 +108,30 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	default:
 		return nil, fmt.Errorf("unknown job kind %q", w.Kind)
 	}
+	ann := map[string]string{
+		AnnotationImage:   w.Image,
+		AnnotationNode:    w.Node.Name,
+		AnnotationRuntime: w.Node.Runtime,
+	}
+	return wrap(o, w.Kind, w.Node.Name, w.Tolerations, Name(o.Cache.Name, o.Operation, w), ann, pod, opts), nil
+}
+
+// wrap makes the Job around a pod spec: what every Job of ours shares,
+// whatever it does and however many images it pulls.
+func wrap(o Owner, kind Kind, node string, tolerations []corev1.Toleration, name string, ann map[string]string, pod corev1.PodSpec, opts Options) *batchv1.Job {
+	cache := o.Cache
 	pod.RestartPolicy = corev1.RestartPolicyNever
 	// Both kinds run our helper image, which may sit in a private mirror
 	// that only the cache's pull secrets open.
 	pod.ImagePullSecrets = cache.Spec.ImagePullSecrets
-	pod.Affinity = pinTo(w.Node.Name)
+	pod.Affinity = pinTo(node)
 	// Node choice is the controller's, made before a Job exists: without
 	// tolerations of its own a list's Jobs tolerate every taint, as the
 	// original's did; with them, exactly those.
 	pod.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	if len(w.Tolerations) > 0 {
-		pod.Tolerations = append([]corev1.Toleration{}, w.Tolerations...)
-		if w.Kind == Pull {
+	if len(tolerations) > 0 {
+		pod.Tolerations = append([]corev1.Toleration{}, tolerations...)
+		if kind == Pull {
 			pod.Tolerations = append(pod.Tolerations, opts.PullTolerations...)
 		}
 	}
@@ -138,16 +149,11 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 		LabelController: LabelControllerVal,
 		LabelCacheUID:   string(cache.UID),
 		LabelOperation:  o.Operation,
-		LabelKind:       string(w.Kind),
+		LabelKind:       string(kind),
 	}
-	ann := map[string]string{
-		AnnotationImage:   w.Image,
-		AnnotationNode:    w.Node.Name,
-		AnnotationRuntime: w.Node.Runtime,
-	}
-	job := &batchv1.Job{
+	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        Name(cache.Name, o.Operation, w),
+			Name:        name,
 			Namespace:   cache.Namespace,
 			Labels:      lbls,
 			Annotations: ann,
@@ -169,16 +175,34 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 			},
 		},
 	}
-	return job, nil
 }
 
-// pullPod runs the target image with our tiny helper as its command, so any
+// pullPod runs each target image with our tiny helper as its command, so any
 // image, even one with no shell or no binaries at all, can be "run" and is
-// thereby pulled onto the node.
-func pullPod(w Work, opts Options) corev1.PodSpec {
-	policy := corev1.PullIfNotPresent
-	if opts.PullPolicy == corev1.PullAlways || w.Ref.Floating() {
-		policy = corev1.PullAlways
+// thereby pulled onto the node. Its containers run side by side: the
+// kubelet pulls their images independently, and one that cannot be pulled
+// leaves the others be.
+func pullPod(ws []Work, opts Options, perNode bool) corev1.PodSpec {
+	containers := make([]corev1.Container, len(ws))
+	for k, w := range ws {
+		policy := corev1.PullIfNotPresent
+		if opts.PullPolicy == corev1.PullAlways || w.Ref.Floating() {
+			policy = corev1.PullAlways
+		}
+		name, res := PullContainer, smallResources()
+		if perNode {
+			name, res = ContainerName(k), sharedResources()
+		}
+		containers[k] = corev1.Container{
+			Name:                     name,
+			Image:                    w.Image,
+			ImagePullPolicy:          policy,
+			Command:                  []string{binDir + "/kubefledged", "exit"},
+			VolumeMounts:             []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}},
+			SecurityContext:          restricted(),
+			Resources:                res,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}
 	}
 	return corev1.PodSpec{
 		Volumes: []corev1.Volume{{
@@ -194,16 +218,7 @@ func pullPod(w Work, opts Options) corev1.PodSpec {
 			SecurityContext: restricted(),
 			Resources:       smallResources(),
 		}},
-		Containers: []corev1.Container{{
-			Name:                     "pull",
-			Image:                    w.Image,
-			ImagePullPolicy:          policy,
-			Command:                  []string{binDir + "/kubefledged", "exit"},
-			VolumeMounts:             []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}},
-			SecurityContext:          restricted(),
-			Resources:                smallResources(),
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		}},
+		Containers: containers,
 	}
 }
 
@@ -292,6 +307,16 @@ func restricted() *corev1.SecurityContext {
 func smallResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+}
+
+// sharedResources are a node Job's pull containers' requests: each only
+// execs a helper that exits, and 32 of them asking what a lone one does
+// (half a GiB) would keep the pod off small nodes.
+func sharedResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("4Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
 }
