@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,7 +49,8 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	}
 	var todo []int
 	waiting := false
-	for i, name := range op.names {
+	for _, i := range op.order {
+		name := op.names[i]
 		if _, ok := op.createdAt[name]; ok {
 			continue
 		}
@@ -70,10 +72,21 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	if len(todo) == 0 {
 		return 0
 	}
+	creates := r.group(cache, op, todo)
 	owner := jobs.Owner{Cache: cache, Operation: op.id}
-	errs := make([]error, len(todo))
-	_, _ = inParallel(len(todo), r.Config.CreateParallelism, func(k int) error {
-		job, err := jobs.Build(owner, op.work[todo[k]], r.Config.Jobs)
+	errs := make([]error, len(creates))
+	_, _ = inParallel(len(creates), r.Config.CreateParallelism, func(k int) error {
+		var job *batchv1.Job
+		var err error
+		if ps, ok := op.pairsOf[creates[k]]; ok {
+			ws := make([]jobs.Work, len(ps))
+			for c, i := range ps {
+				ws[c] = op.work[i]
+			}
+			job, err = jobs.BuildNode(owner, ws, r.Config.Jobs)
+		} else {
+			job, err = jobs.Build(owner, op.work[op.index[creates[k]]], r.Config.Jobs)
+		}
 		if err != nil {
 			err = buildError{err}
 		} else {
@@ -85,21 +98,28 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		errs[k] = err
 		return err
 	})
+	failedJob := make(map[string]error, len(creates))
+	for k, job := range creates {
+		if errs[k] == nil {
+			op.unseen[job] = true
+			metrics.JobsCreated.WithLabelValues(string(op.work[op.pairs(job)[0]].Kind)).Inc()
+		} else {
+			failedJob[job] = errs[k]
+		}
+	}
 	now = r.Clock.Now()
 	var refused, gaveUp, retried int
 	var firstRefusal, firstRetry error
 	var failedNames []string
-	for k, i := range todo {
+	for _, i := range todo {
 		name := op.names[i]
-		err := errs[k]
+		err := failedJob[op.job(name)]
 		if err == nil {
 			delete(op.retrying, name)
 			op.createdAt[name] = now
-			op.unseen[name] = true
 			if op.nextDeadline.IsZero() {
 				op.nextDeadline = now.Add(r.Config.Deadline)
 			}
-			metrics.JobsCreated.WithLabelValues(string(op.work[i].Kind)).Inc()
 			continue
 		}
 		o, final := r.createFailure(op, name, err, now)
@@ -157,6 +177,54 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	op.retryAt = now.Add(wait)
 	logger.Info("job creates failed; retrying", "id", op.id, "failed", retried, "in", wait.String(), "error", firstRetry.Error())
 	return max(wait, time.Millisecond)
+}
+
+// group names the Jobs that do the pairs todo, each once. Per (image,
+// node), or for a delete, a pair's Job is its own. Per node, a pair already
+// in a Job (its create is retried) stays in it; the others are put in new
+// Jobs node by node, in todo's order, at most jobs.MaxContainers in each.
+func (r *Reconciler) group(cache *v1alpha2.ImageCache, op *operation, todo []int) []string {
+	var out []string
+	seen := map[string]bool{}
+	fresh := map[string][]int{}
+	var nodes []string
+	for _, i := range todo {
+		name := op.names[i]
+		w := op.work[i]
+		if !r.perNode() || w.Kind != jobs.Pull {
+			out = append(out, name)
+			continue
+		}
+		if job, ok := op.jobOf[name]; ok {
+			if !seen[job] {
+				seen[job] = true
+				out = append(out, job)
+			}
+			continue
+		}
+		if _, ok := fresh[w.Node.Name]; !ok {
+			nodes = append(nodes, w.Node.Name)
+		}
+		fresh[w.Node.Name] = append(fresh[w.Node.Name], i)
+	}
+	for _, n := range nodes {
+		ps := fresh[n]
+		for len(ps) > 0 {
+			chunk := ps[:min(len(ps), jobs.MaxContainers)]
+			ps = ps[len(chunk):]
+			ws := make([]jobs.Work, len(chunk))
+			for c, i := range chunk {
+				ws[c] = op.work[i]
+			}
+			job := jobs.NodeJobName(cache.Name, op.id, ws)
+			op.pairsOf[job] = chunk
+			for _, i := range chunk {
+				op.jobOf[op.names[i]] = job
+			}
+			out = append(out, job)
+		}
+	}
+	return out
 }
 
 // createFailure says what a failed create means for its pair: an outcome,

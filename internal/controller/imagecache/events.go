@@ -3,6 +3,9 @@ package imagecache
 import (
 	"context"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -10,9 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // jobEvents does what Owns(&batchv1.Job{}) does, waking the cache that
@@ -49,4 +54,41 @@ func (r *Reconciler) jobChanged(obj client.Object) {
 		return
 	}
 	r.ops.jobChanged(types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, obj.GetName())
+}
+
+// jobPodChanges lets through the Job pod updates that change a container's state,
+// and only when pulls run in node Jobs: a Job per (image, node) says all in
+// its own status.
+func jobPodChanges(perNode bool) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Pod)
+			n, ok2 := e.ObjectNew.(*corev1.Pod)
+			return perNode && ok1 && ok2 && (o.Status.Phase != n.Status.Phase ||
+				!equality.Semantic.DeepEqual(o.Status.ContainerStatuses, n.Status.ContainerStatuses) ||
+				!equality.Semantic.DeepEqual(o.Status.InitContainerStatuses, n.Status.InitContainerStatuses))
+		},
+	}
+}
+
+// cacheForPod maps a pod of a running operation's Job to its cache, and
+// notes that the Job changed.
+func (r *Reconciler) cacheForPod(_ context.Context, obj client.Object) []reconcile.Request {
+	lbls := obj.GetLabels()
+	job := lbls[batchv1.JobNameLabel]
+	if job == "" {
+		job = lbls["job-name"]
+	}
+	op := lbls[jobs.LabelOperation]
+	if job == "" || op == "" {
+		return nil
+	}
+	key, ok := r.ops.podChanged(op, job)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }

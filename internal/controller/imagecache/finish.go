@@ -279,16 +279,38 @@ func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCa
 			client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	}
 	var names []string
+	outcome := map[string]results.Outcome{}
 	for _, name := range op.names {
-		_, settled := op.settled[name]
-		if _, created := op.createdAt[name]; created && settled {
-			names = append(names, name)
+		o, settled := op.settled[name]
+		if _, created := op.createdAt[name]; !created || !settled {
+			continue
 		}
+		job := op.job(name)
+		before, seen := outcome[job]
+		if !seen {
+			names = append(names, job)
+		}
+		outcome[job] = worse(before, o, seen)
 	}
 	_, first := inParallel(len(names), r.Config.CreateParallelism, func(i int) error {
-		return r.labelResult(ctx, cache.Namespace, names[i], op.settled[names[i]])
+		return r.labelResult(ctx, cache.Namespace, names[i], outcome[names[i]])
 	})
 	return first
+}
+
+// worse is what a node Job is labelled with: the first failure of its
+// containers, expired ones first, or success if all pulled. Each
+// container's own state stays in the retained pod.
+func worse(a, b results.Outcome, seen bool) results.Outcome {
+	switch {
+	case !seen:
+		return b
+	case a.State == results.Succeeded:
+		return b
+	case b.Expired && !a.Expired:
+		return b
+	}
+	return a
 }
 
 // coverageAfter is the set of nodes the cache's images are on once op

@@ -43,6 +43,9 @@ type Config struct {
 	// AlwaysPull is --image-pull-policy=Always.
 	AlwaysPull bool
 	Jobs       jobs.Options
+	// PullJobs is --pull-job-granularity; empty is PerImage, the shape
+	// the original's tests and harness assume.
+	PullJobs jobs.Granularity
 	// MaxJobs and MaxJobsPerNode are --max-concurrent-jobs and
 	// --max-concurrent-jobs-per-node (0: no cap).
 	MaxJobs, MaxJobsPerNode int
@@ -112,6 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha2.ImageCache{}).
 		WatchesRawSource(r.Jobs.Source(r.jobEvents(mgr))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.cacheForPod), builder.WithPredicates(jobPodChanges(r.perNode()))).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.MaxConcurrentReconciles})
 	if r.Pods != nil {
@@ -142,6 +146,9 @@ func (r *Reconciler) init() {
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha2.ImageCache], 1024)
 	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.wakeUp)
 }
+
+// perNode says whether pulls run in node Jobs.
+func (r *Reconciler) perNode() bool { return r.Config.PullJobs == jobs.PerNode }
 
 // wakeUp enqueues a cache that waited for a pacing slot.
 func (r *Reconciler) wakeUp(k types.NamespacedName) {

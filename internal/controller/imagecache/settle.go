@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -96,54 +97,99 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	var gone, settledNow []string
 	lookups := 0
-	settleOne := func(name string) {
-		if _, done := op.settled[name]; done {
+	// settleJob settles what it can of the pairs of one Job: a Job per
+	// (image, node) from its own status, a node Job container by
+	// container, since it ends only once all of them have.
+	settleJob := func(job string) {
+		pairs := op.pairs(job)
+		var open []int
+		for _, i := range pairs {
+			name := op.names[i]
+			if _, done := op.settled[name]; done {
+				continue
+			}
+			if _, ok := op.createdAt[name]; !ok {
+				return // waiting for a slot: no deadline runs yet
+			}
+			open = append(open, i)
+		}
+		if len(open) == 0 {
 			return
 		}
-		created, ok := op.createdAt[name]
-		if !ok {
-			return // waiting for a slot: no deadline runs yet
-		}
-		expired := !now.Before(created.Add(r.Config.Deadline))
-		job := r.Jobs.Get(cache.Namespace, name)
-		var o results.Outcome
+		expired := !now.Before(op.createdAt[op.names[open[0]]].Add(r.Config.Deadline))
+		obj := r.Jobs.Get(cache.Namespace, job)
+		outs := make([]results.Outcome, len(open))
+		_, perNode := op.pairsOf[job]
 		switch {
-		case job == nil && !expired:
+		case obj == nil && !expired:
 			// Not in the cache yet, or deleted by someone: the deadline tells.
-		case job == nil:
-			o = results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted", Message: "Job " + name + " was deleted before it finished"}
+		case obj == nil:
+			for k := range outs {
+				outs[k] = results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted", Message: "Job " + job + " was deleted before it finished"}
+			}
 			// Gone from the cache, maybe not from the cluster: the end of
 			// the operation makes sure.
 			op.sweep = true
+		case perNode:
+			// Containers finish one by one while the Job runs: its pod,
+			// not its status, tells how each went.
+			jobPods := podsOf(job)
+			var events []corev1.Event
+			if expired && lookups < eventLookups && len(jobPods) > 0 {
+				lookups++
+				events = r.podEvents(ctx, cache.Namespace, jobPods)
+			}
+			containers := make([]string, len(open))
+			for k, i := range open {
+				containers[k] = jobs.ContainerName(slices.Index(pairs, i))
+			}
+			outs = results.Containers(obj, jobPods, containers, expired, events)
 		default:
-			o = results.FromJob(job, nil)
+			o := results.FromJob(obj, nil)
 			if o.State == results.Failed {
-				o = results.FromJob(job, podsOf(name))
+				o = results.FromJob(obj, podsOf(job))
 			}
 			if o.State == results.Pending && expired {
 				var events []corev1.Event
-				jobPods := podsOf(name)
+				jobPods := podsOf(job)
 				if lookups < eventLookups && len(jobPods) > 0 {
 					lookups++
 					events = r.podEvents(ctx, cache.Namespace, jobPods)
 				}
-				o = results.AtDeadline(job, jobPods, events)
+				o = results.AtDeadline(obj, jobPods, events)
 			}
+			outs[0] = o
 		}
-		if o.State == results.Pending {
-			return
+		left := len(open)
+		for k, i := range open {
+			o := outs[k]
+			if o.State == results.Pending {
+				continue
+			}
+			left--
+			name := op.names[i]
+			op.settled[name] = o
+			observe(op.work[i].Kind, o)
+			settledNow = append(settledNow, name)
 		}
-		if job != nil && !r.Config.Retain {
-			gone = append(gone, name)
+		// A node Job goes once every container has a result: before, it
+		// still pulls the others' images.
+		if left == 0 && obj != nil && !r.Config.Retain {
+			gone = append(gone, job)
 		}
-		op.settled[name] = o
-		observe(op.work[op.index[name]].Kind, o)
-		settledNow = append(settledNow, name)
 	}
 	if scan {
 		op.nextDeadline = time.Time{}
+		looked := map[string]bool{}
 		for _, name := range op.names {
-			settleOne(name)
+			if _, done := op.settled[name]; done {
+				continue
+			}
+			job := op.job(name)
+			if !looked[job] {
+				looked[job] = true
+				settleJob(job)
+			}
 			if _, done := op.settled[name]; done {
 				continue
 			}
@@ -154,8 +200,8 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			}
 		}
 	} else {
-		for name := range look {
-			settleOne(name)
+		for job := range look {
+			settleJob(job)
 		}
 	}
 	// With the delete policy a settled Job goes at once: its result is

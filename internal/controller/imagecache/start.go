@@ -75,7 +75,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
 		spec: spec, named: *cache.Spec.DeepCopy(), podImages: record, start: now, eligible: eligible, only: only,
 		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint),
-		index:         map[string]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
+		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, unmatched: p.Unmatched,
 		consumes: consumedAnnotations(kind, cache.Annotations),
@@ -164,6 +164,7 @@ func (r *Reconciler) addWork(cache *v1alpha2.ImageCache, op *operation, work []j
 	// size allocated for the operation's whole life.
 	op.work = slices.Grow(op.work, len(work))
 	op.names = slices.Grow(op.names, len(work))
+	op.order = slices.Grow(op.order, len(work))
 	for _, w := range work {
 		if w.Kind == jobs.Delete && r.Config.Jobs.CRISocketPath == "" {
 			if _, err := jobs.DefaultSocket(w.Node.Runtime); err != nil {
@@ -176,6 +177,12 @@ func (r *Reconciler) addWork(cache *v1alpha2.ImageCache, op *operation, work []j
 		op.index[name] = len(op.work)
 		op.work = append(op.work, w)
 		op.names = append(op.names, name)
+		op.order = append(op.order, len(op.work)-1)
+	}
+	if r.perNode() {
+		// Node by node: slots taken in this order put each node's pairs
+		// in as few Jobs as the caps allow.
+		slices.SortStableFunc(op.order, func(a, b int) int { return strings.Compare(op.work[a].Node.Name, op.work[b].Node.Name) })
 	}
 }
 

@@ -46,9 +46,20 @@ type operation struct {
 	// for when the controller has none in memory.
 	priorCoverage map[string]bool
 
-	work  []jobs.Work
-	names []string       // Job name of each work item
-	index map[string]int // work item of each Job name
+	work []jobs.Work
+	// names name each work item: its Job's name when Jobs are per (image,
+	// node), else a name of the pair alone. Every per-pair map below is
+	// keyed by it.
+	names []string
+	index map[string]int // work item of each name
+	// order is the order in which work items take their slots.
+	order []int
+	// jobOf is the node Job of each pair that has one (Jobs per node): a
+	// node's pairs are put together when their slots are taken, and stay
+	// together, so a retried create makes the very same Job. pairsOf is
+	// the other way round, the pairs in the order of the Job's containers.
+	jobOf   map[string]string
+	pairsOf map[string][]int
 	// createdAt is when each Job was created: its deadline counts from
 	// there, so Jobs held back by pacing do not expire while they wait.
 	createdAt map[string]time.Time
@@ -84,8 +95,8 @@ type operation struct {
 	written   v1alpha2.Counts
 	lastWrite time.Time
 
-	// unseen are Jobs created since the last settle: each is looked at once
-	// after its creation, whatever its events did meanwhile.
+	// unseen are Jobs (by Job name) created since the last settle: each is
+	// looked at once after its creation, whatever its events did meanwhile.
 	unseen map[string]bool
 	// nextDeadline is the earliest deadline of an unsettled Job. Before it,
 	// settling looks only at the Jobs whose events arrived; from it on, at
@@ -133,6 +144,25 @@ type coverage struct {
 	nodes map[string]bool
 }
 
+// job is the name of the Job that does pair name's work.
+func (o *operation) job(name string) string {
+	if j, ok := o.jobOf[name]; ok {
+		return j
+	}
+	return name
+}
+
+// pairs are the work items of Job job, in the order of its containers.
+func (o *operation) pairs(job string) []int {
+	if ps, ok := o.pairsOf[job]; ok {
+		return ps
+	}
+	if i, ok := o.index[job]; ok {
+		return []int{i}
+	}
+	return nil
+}
+
 func newTracker() *tracker {
 	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{},
 		changed: map[types.NamespacedName]map[string]bool{}, nodesChanged: map[types.NamespacedName]bool{},
@@ -170,6 +200,25 @@ func (t *tracker) jobChanged(k types.NamespacedName, job string) {
 		t.changed[k] = map[string]bool{}
 	}
 	t.changed[k][job] = true
+}
+
+// podChanged notes an event of a pod of operation opID's Job job: in a node
+// Job a container may finish while the Job's own status does not change. It
+// returns the cache to wake, if the operation still runs.
+func (t *tracker) podChanged(opID, job string) (types.NamespacedName, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, o := range t.ops {
+		if o.id != opID {
+			continue
+		}
+		if t.changed[k] == nil {
+			t.changed[k] = map[string]bool{}
+		}
+		t.changed[k][job] = true
+		return k, true
+	}
+	return types.NamespacedName{}, false
 }
 
 // takeChanged returns the Jobs of cache k with events since the last call,
