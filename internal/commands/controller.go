@@ -72,6 +72,7 @@ type ControllerOptions struct {
 	MaxJobsPerNode          cli.PositiveInt
 	StartupTaint            StartupTaintFlag
 	StartupTaintTimeout     cli.Duration
+	PullJobs                *cli.Enum
 	Webhook                 webhook.Options
 
 	// Warnings name the original's flags and environment that were given
@@ -135,6 +136,7 @@ func NewControllerOptions() *ControllerOptions {
 		MaxJobs:                 cli.PositiveInt{Value: 100, Min: 1},
 		MaxJobsPerNode:          cli.PositiveInt{Value: 2, Min: 1},
 		StartupTaintTimeout:     cli.Duration{Value: 10 * time.Minute, Min: time.Second},
+		PullJobs:                cli.NewEnum(string(jobs.PerNode), string(jobs.PerNode), string(jobs.PerImage)),
 		Warnings:                warnings,
 	}
 }
@@ -165,11 +167,12 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.QPS, "kube-api-qps", "queries per second to the API server")
 	fs.Var(&o.Burst, "kube-api-burst", "burst of queries to the API server")
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
-	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "Jobs in flight at once across all caches, shared fairly between them")
-	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "Jobs in flight at once on one node")
+	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "pulls and deletes in flight at once across all caches, shared fairly between them (a node Job's containers count one each)")
+	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "pulls and deletes in flight at once on one node (a node Job's containers count one each)")
 	fs.Var(&o.StartupTaint, "node-startup-taint", "KEY[:EFFECT] of the taint new nodes register with, e.g. kubefledged.io/caching:NoSchedule: "+
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")
+	fs.Var(o.PullJobs, "pull-job-granularity", "what one pull Job covers: node (every image of a node, one container each) or image (one image on one node)")
 	o.Webhook.BindFlags(fs)
 }
 
@@ -360,6 +363,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			MaxConcurrentReconciles: o.Workers.Value,
 			MaxJobs:                 o.MaxJobs.Value,
 			MaxJobsPerNode:          o.MaxJobsPerNode.Value,
+			PullJobs:                jobs.Granularity(o.PullJobs.Value),
 		},
 	}
 	if taint := o.StartupTaint.Value; taint != nil {
@@ -387,7 +391,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value,
+	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value, "pullJobGranularity", o.PullJobs.Value,
 		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String(),
 		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String())
 	return mgr.Start(ctx)
