@@ -163,6 +163,39 @@ func TestFailPrefixImageBacksOff(t *testing.T) {
 	g.Expect(j.Status.Failed).To(BeZero())
 }
 
+// In a run-to-completion pod whose one image cannot be pulled, the other containers run and
+// exit 0 while that one waits, as a node pull Job's do on a kubelet: each container has a
+// state of its own.
+func TestFailPrefixImageBesideGoodOnes(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := clientFor(t, Get())
+	ns := namespace(t, c)
+	job := pinnedJob("mixed", "sandbox-node-0", "registry.example/good:1")
+	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
+		corev1.Container{Name: "bad", Image: FailPrefix + "missing:1", Command: []string{"true"}},
+		corev1.Container{Name: "good2", Image: "registry.example/good:2", Command: []string{"true"}})
+	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		pods, err := jobPods(ctx, c, ns, "mixed")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods).To(HaveLen(1))
+		states := map[string]string{}
+		for _, cs := range pods[0].Status.ContainerStatuses {
+			switch {
+			case cs.State.Terminated != nil:
+				states[cs.Name] = fmt.Sprintf("exit %d", cs.State.Terminated.ExitCode)
+			default:
+				states[cs.Name] = waitingReason(cs)
+			}
+		}
+		g.Expect(states).To(Equal(map[string]string{"pull": "exit 0", "bad": "ImagePullBackOff", "good2": "exit 0"}))
+		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodPending))
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+}
+
 // An init container that cannot be pulled blocks the pod's containers, as on a kubelet.
 func TestFailPrefixInitContainer(t *testing.T) {
 	t.Parallel()

@@ -511,7 +511,8 @@ phase: Succeeded
 // podPullFailedTemplate renders the kubelet's view of a pod one of whose images cannot be
 // pulled: init containers run in order, so a failing one blocks the rest with
 // PodInitializing; regular containers are started independently, so siblings of a failing
-// container run while the pod stays Pending.
+// container run while the pod stays Pending, and in a run-to-completion pod (restartPolicy
+// Never, as a Job's) they run and exit 0, as a node pull Job's other images do.
 //
 // Only the first of these stages assigns IPs: kwok allocates afresh on every call and the
 // strategic merge would then append a second IP of the same family, which is invalid.
@@ -524,6 +525,7 @@ func podPullFailedTemplate(reason, messageFormat string, assignIPs bool) string 
 	return `{{ $now := Now }}
 {{ $uid := or .metadata.uid "" }}
 {{ $prefix := "` + FailPrefix + `" }}
+{{ $never := eq (or .spec.restartPolicy "Always") "Never" }}
 {{ $initFailed := false }}
 {{ range .spec.initContainers }}{{ if hasPrefix $prefix .image }}{{ $initFailed = true }}{{ end }}{{ end }}
 conditions:
@@ -594,11 +596,22 @@ containerStatuses:
   {{ else }}
   imageID: {{ printf "%s@sha256:%s" .image (sha256sum .image) | Quote }}
   containerID: {{ printf "containerd://%s" (sha256sum (print $uid "/" .name)) | Quote }}
+  {{ if $never }}
+  ready: false
+  started: false
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+  {{ else }}
   ready: true
   started: true
   state:
     running:
       startedAt: {{ $now | Quote }}
+  {{ end }}
   {{ end }}
 {{ end }}
 ` + ips + `phase: Pending
