@@ -40,6 +40,12 @@ import (
 // resolve, so the same image would also fail on a real cluster.
 const FailPrefix = "fail.invalid/"
 
+// HangPrefix is an image prefix whose pull never ends on kwok nodes: its container stays
+// waiting in ContainerCreating, with no error, while the pod's other containers run, as behind
+// a registry that accepts the connection and never answers. It is what a pull that is still
+// going at the deadline looks like.
+const HangPrefix = "hang.invalid/"
+
 // ServiceCIDR is the sandbox's Service IP range (--service-cluster-ip-range). A real node
 // routes it from its pods to the host, where kube-proxy turns it into endpoints.
 const ServiceCIDR = serviceCIDR

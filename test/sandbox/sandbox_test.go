@@ -196,6 +196,39 @@ func TestFailPrefixImageBesideGoodOnes(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
 }
 
+// An image under HangPrefix never finishes pulling: its container waits without an error while
+// its siblings exit 0, and the pod stays Pending.
+func TestHangPrefixImage(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := clientFor(t, Get())
+	ns := namespace(t, c)
+	job := pinnedJob("hangs", "sandbox-node-0", "registry.example/good:1")
+	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
+		corev1.Container{Name: "slow", Image: HangPrefix + "slow:1", Command: []string{"true"}})
+	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	states := func(g Gomega) map[string]string {
+		pods, err := jobPods(ctx, c, ns, "hangs")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods).To(HaveLen(1))
+		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodPending))
+		out := map[string]string{}
+		for _, cs := range pods[0].Status.ContainerStatuses {
+			if cs.State.Terminated != nil {
+				out[cs.Name] = fmt.Sprintf("exit %d", cs.State.Terminated.ExitCode)
+			} else {
+				out[cs.Name] = waitingReason(cs)
+			}
+		}
+		return out
+	}
+	want := map[string]string{"pull": "exit 0", "slow": "ContainerCreating"}
+	g.Eventually(states, 20*time.Second, 50*time.Millisecond).Should(Equal(want))
+	g.Consistently(states, 2*time.Second, 200*time.Millisecond).Should(Equal(want))
+}
+
 // An init container that cannot be pulled blocks the pod's containers, as on a kubelet.
 func TestFailPrefixInitContainer(t *testing.T) {
 	t.Parallel()

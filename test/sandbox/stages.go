@@ -18,6 +18,8 @@ const (
 	jqReady         = `.status.conditions.[] | select( .type == "Ready" ) | .status`
 	// A pod whose (init)container image is under FailPrefix must never look pulled.
 	jqFailImage = `[(.spec.initContainers // [])[].image, (.spec.containers // [])[].image] | any(startswith("` + FailPrefix + `"))`
+	// A pod whose image is under HangPrefix never finishes pulling it.
+	jqHangImage = `[(.spec.initContainers // [])[].image, (.spec.containers // [])[].image] | any(startswith("` + HangPrefix + `"))`
 	// A pod whose image is under RunFailPrefix (and none under FailPrefix: the pull fails
 	// first) must never look healthy.
 	jqRunFailImage = `[(.spec.initContainers // [])[].image, (.spec.containers // [])[].image] | any(startswith("` + RunFailPrefix + `"))`
@@ -38,7 +40,8 @@ func jqWaitingReason(reason string) string {
 //   - pods get the pull delay, container IDs and `started`, and Jobs complete at once;
 //   - pods with an image under FailPrefix go ErrImagePull, then ImagePullBackOff, and stay
 //     Pending, as a kubelet does for an image that does not exist;
-//   - pods with an image under RunFailPrefix crash: Failed, or CrashLoopBackOff.
+//   - pods with an image under RunFailPrefix crash: Failed, or CrashLoopBackOff;
+//   - pods with an image under HangPrefix stay Pending, that container in ContainerCreating.
 //
 // Each pod stage's selector excludes the others' pods, so at most one stage matches a pod.
 func stageConfig(pullDelay, heartbeat time.Duration) string {
@@ -167,6 +170,9 @@ spec:
     - key: '` + jqRunFailImage + `'
       operator: NotIn
       values: ['true']
+    - key: '` + jqHangImage + `'
+      operator: NotIn
+      values: ['true']
 ` + delay + `  next:
     statusTemplate: |
 ` + indent(podReadyTemplate, 6))
@@ -227,6 +233,39 @@ spec:
     statusTemplate: |
 ` + indent(podCompleteTemplate, 6))
 
+	// Once, after the pull delay: the hanging container waits, its siblings run (or exit 0).
+	stage(`
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-image-pull-hangs
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values: ['Pending']
+    - key: '` + jqHangImage + `'
+      operator: In
+      values: ['true']
+    - key: '` + jqFailImage + `'
+      operator: NotIn
+      values: ['true']
+    - key: '` + jqRunFailImage + `'
+      operator: NotIn
+      values: ['true']
+    - key: '` + jqWaitingReason("ContainerCreating") + `'
+      operator: NotIn
+      values: ['true']
+` + delay + `  next:
+    statusTemplate: |
+` + indent(podPullFailedTemplate(HangPrefix, "ContainerCreating", "", true), 6))
+
 	stage(`
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -254,7 +293,7 @@ spec:
       values: ['true']
   next:
     statusTemplate: |
-` + indent(podPullFailedTemplate("ErrImagePull",
+` + indent(podPullFailedTemplate(FailPrefix, "ErrImagePull",
 		`rpc error: code = NotFound desc = failed to pull and unpack image \"%s\": not found`, true), 6))
 
 	stage(`
@@ -280,7 +319,7 @@ spec:
     durationMilliseconds: 1500
   next:
     statusTemplate: |
-` + indent(podPullFailedTemplate("ImagePullBackOff", `Back-off pulling image \"%s\"`, false), 6))
+` + indent(podPullFailedTemplate(FailPrefix, "ImagePullBackOff", `Back-off pulling image \"%s\"`, false), 6))
 
 	// Without a kubelet nobody finishes a graceful deletion; this lets GC and Job cleanup work.
 	stage(`
@@ -516,15 +555,18 @@ phase: Succeeded
 //
 // Only the first of these stages assigns IPs: kwok allocates afresh on every call and the
 // strategic merge would then append a second IP of the same family, which is invalid.
-func podPullFailedTemplate(reason, messageFormat string, assignIPs bool) string {
+func podPullFailedTemplate(prefix, reason, messageFormat string, assignIPs bool) string {
 	ips := ""
 	if assignIPs {
 		ips = podIPsTemplate
 	}
 	msg := `{{ printf "` + messageFormat + `" .image | Quote }}`
+	if messageFormat == "" {
+		msg = `""`
+	}
 	return `{{ $now := Now }}
 {{ $uid := or .metadata.uid "" }}
-{{ $prefix := "` + FailPrefix + `" }}
+{{ $prefix := "` + prefix + `" }}
 {{ $never := eq (or .spec.restartPolicy "Always") "Never" }}
 {{ $initFailed := false }}
 {{ range .spec.initContainers }}{{ if hasPrefix $prefix .image }}{{ $initFailed = true }}{{ end }}{{ end }}
