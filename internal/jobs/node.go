@@ -86,3 +86,16 @@ func BuildNode(o Owner, ws []Work, opts Options) (*batchv1.Job, error) {
 	}
 	return wrap(o, Pull, node.Name, tolerations, NodeJobName(o.Cache.Name, o.Operation, ws), ann, pullPod(ws, opts, true), opts), nil
 }
+
+// ImagesOf is what a Job of ours works on: the image of a Job per (image,
+// node), each container's image of a node's pull Job.
+func ImagesOf(job *batchv1.Job) []string {
+	if img, ok := job.Annotations[AnnotationImage]; ok {
+		return []string{img}
+	}
+	var out []string
+	for _, c := range job.Spec.Template.Spec.Containers {
+		out = append(out, c.Image)
+	}
+	return out
+}

@@ -71,9 +71,17 @@ func TestBuildNode(t *testing.T) {
 				policies = append(policies, ct.ImagePullPolicy)
 			}
 			g.Expect(imgs).To(Equal(c.wantImages))
+			g.Expect(ImagesOf(j)).To(Equal(c.wantImages))
 			g.Expect(policies).To(Equal(c.wantPolicies))
 		})
 	}
+}
+
+func TestImagesOfAJobPerPair(t *testing.T) {
+	g := NewWithT(t)
+	j, err := Build(Owner{Cache: cache("web"), Operation: "op1"}, work(Pull, "nginx:1.21", ""), Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ImagesOf(j)).To(Equal([]string{"nginx:1.21"}))
 }
 
 func TestNodeJobNameIsFixedByTheWork(t *testing.T) {

@@ -142,7 +142,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		op.settled[name] = o
 		failedNames = append(failedNames, name)
 		op.failedCreates++
-		observe(op.work[i].Kind, o)
+		observe(op.work[i].Kind, o, false)
 		if node, ok := op.holding[name]; ok {
 			delete(op.holding, name)
 			r.limiter.Release(key, node)

@@ -170,6 +170,15 @@ func TestRetainedNodeJobReplacedWithItsNode(t *testing.T) {
 		names = append(names, j.Name)
 	}
 	g.Expect(names).To(ContainElement(jb.Name), "b's Job stays")
+
+	// A purge works on both nodes: both node Jobs go before its delete Jobs come.
+	ja2 := h.nodeJob("c", "a")
+	h.containerStates(ja2, corev1.PodSucceeded, nil)
+	h.settleDown("c")
+	g.Expect(h.running("c")).To(BeFalse())
+	h.annotate("c", v1alpha2.PurgeAnnotation, "")
+	h.settleDown("c")
+	g.Expect(h.writesOf("delete", "jobs")).To(ConsistOf(HaveField("Name", ja.Name), HaveField("Name", jb.Name), HaveField("Name", ja2.Name)))
 }
 
 // Pacing counts pulls, not Jobs: with two pulls in flight per node a node

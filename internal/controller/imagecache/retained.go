@@ -15,7 +15,7 @@ import (
 
 // replaceRetained deletes, under the retain policy, the kept Jobs of the
 // cache whose (image, node) pair the work is about to run again, and the
-// kept node Jobs of the nodes it pulls onto, before any new Job exists. The rest stay: a user retained them to look at them, and a
+// kept node Jobs of the nodes it works on, before any new Job exists. The rest stay: a user retained them to look at them, and a
 // new-node operation on one node says nothing new about the others. So a
 // cache keeps at most one Job per pair, the latest; a restart's clean-up
 // still deletes them all.
@@ -27,9 +27,7 @@ func (r *Reconciler) replaceRetained(ctx context.Context, cache *v1alpha2.ImageC
 	nodes := map[string]bool{}
 	for _, w := range work {
 		pairs[pairKey(w.Ref.String(), w.Node.Name)] = true
-		if w.Kind == jobs.Pull {
-			nodes[w.Node.Name] = true
-		}
+		nodes[w.Node.Name] = true
 	}
 	// Only metadata: the image and node are annotations, and a retained
 	// Job's spec and status are of no use here.
@@ -43,7 +41,7 @@ func (r *Reconciler) replaceRetained(ctx context.Context, cache *v1alpha2.ImageC
 	for i := range list.Items {
 		a := list.Items[i].Annotations
 		if _, perPair := a[jobs.AnnotationImage]; !perPair {
-			// A node Job: it stays until its node pulls again.
+			// A node Job: it stays until its node has work again.
 			if nodes[a[jobs.AnnotationNode]] {
 				stale = append(stale, list.Items[i].Name)
 			}

@@ -169,8 +169,15 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 			left--
 			name := op.names[i]
 			op.settled[name] = o
-			observe(op.work[i].Kind, o)
+			observe(op.work[i].Kind, o, perNode)
 			settledNow = append(settledNow, name)
+		}
+		if left == 0 && perNode {
+			var all results.Outcome
+			for k, i := range pairs {
+				all = worse(all, op.settled[op.names[i]], k > 0)
+			}
+			observeJob(jobs.Pull, all)
 		}
 		// A node Job goes once every container has a result: before, it
 		// still pulls the others' images.
@@ -266,9 +273,12 @@ func resultOf(o results.Outcome) string {
 	return jobs.ResultFailed
 }
 
-// observe counts a settled Job in the metrics.
-func observe(kind jobs.Kind, o results.Outcome) {
-	metrics.JobsFinished.WithLabelValues(string(kind), resultOf(o)).Inc()
+// observe counts a settled pair in the metrics, and its Job unless that is
+// a node Job (counted by observeJob).
+func observe(kind jobs.Kind, o results.Outcome, nodeJob bool) {
+	if !nodeJob {
+		observeJob(kind, o)
+	}
 	if kind == jobs.Pull {
 		pull := "succeeded"
 		if o.State != results.Succeeded {
@@ -276,6 +286,11 @@ func observe(kind jobs.Kind, o results.Outcome) {
 		}
 		metrics.ImagePulls.WithLabelValues(pull).Inc()
 	}
+}
+
+// observeJob counts a Job whose result is known in the metrics.
+func observeJob(kind jobs.Kind, o results.Outcome) {
+	metrics.JobsFinished.WithLabelValues(string(kind), resultOf(o)).Inc()
 }
 
 // countsOf tallies the operation's pairs. A pair whose create was refused is
