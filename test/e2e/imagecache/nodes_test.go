@@ -133,7 +133,7 @@ func TestNewNodes(t *testing.T) {
 	// start at once, not when the operation ends (here at the deadline of a
 	// pull that never finishes), and no second operation follows for it.
 	slow := client.ObjectKey{Namespace: ns, Name: "slow"}
-	never := sandbox.FailPrefix + "never:1"
+	never := sandbox.HangPrefix + "never:1"
 	t4 := tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(sel, never, "busybox:1.36")))).To(Succeed())
 	g.Eventually(func() int { return len(rec.take()) }).WithTimeout(opTimeout).Should(BeNumerically(">", 0))
@@ -304,7 +304,7 @@ func TestProgressAndConditions(t *testing.T) {
 	runController(t, nil) // deadline 8s
 	key := client.ObjectKey{Namespace: ns, Name: "progress"}
 	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), newCache(ns, "progress", list("caddy:2.8", sandbox.FailPrefix+"slow:1")))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "progress", list("caddy:2.8", sandbox.HangPrefix+"slow:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())

@@ -200,7 +200,7 @@ func TestSettledJobsDeletedAtOnce(t *testing.T) {
 	const nodes = 2
 	runController(t, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute })
 	key := client.ObjectKey{Namespace: ns, Name: "half"}
-	g.Expect(k8s.Create(context.Background(), newCache(ns, "half", withSelector(sel, "nginx:1.21", sandbox.FailPrefix+"hangs:1")))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "half", withSelector(sel, "nginx:1.21", sandbox.HangPrefix+"hangs:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
@@ -245,7 +245,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: "edited"}
 	statuses := watchStatuses(t, ns, key.Name)
 	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), newCache(ns, "edited", list(sandbox.FailPrefix+"slow:1")))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "edited", list(sandbox.HangPrefix+"slow:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
@@ -276,7 +276,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	}
 	g.Expect(reasons).To(Equal([]string{v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheReasonImageCacheUpdate, v1alpha2.ImageCacheReasonImageCacheRefresh}))
 	pulls := rec.take()
-	g.Expect(pulls).To(ContainElements(append(each("pull", sandbox.FailPrefix+"slow:1", allNodes()...), each("pull", "busybox:1.36", allNodes()...)...)))
+	g.Expect(pulls).To(ContainElements(append(each("pull", sandbox.HangPrefix+"slow:1", allNodes()...), each("pull", "busybox:1.36", allNodes()...)...)))
 }
 
 // TestJobsDeletedMidOperation: someone deletes the Jobs while they run; the
@@ -287,12 +287,12 @@ func TestJobsDeletedMidOperation(t *testing.T) {
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "tampered"}
 	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), newCache(ns, "tampered", list(sandbox.FailPrefix+"x:1")))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "tampered", list(sandbox.HangPrefix+"x:1")))).To(Succeed())
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "tampered"})) }).WithTimeout(opTimeout).Should(Equal(nodes))
 	g.Expect(k8s.DeleteAllOf(context.Background(), jobsObj(), client.InNamespace(ns), client.MatchingLabels{jobs.LabelImageCache: "tampered"}, client.PropagationPolicy("Background"))).To(Succeed())
 	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
-	for _, f := range c.Status.Failures[sandbox.FailPrefix+"x:1"] {
+	for _, f := range c.Status.Failures[sandbox.HangPrefix+"x:1"] {
 		g.Expect(f.Reason).To(Equal("JobDeleted"))
 	}
 	g.Expect(c.Status.CompletionTime.Sub(c.Status.StartTime.Time)).To(BeNumerically("<=", 18*time.Second))

@@ -177,6 +177,9 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 	o.Deadline.Value = 8 * time.Second
 	o.RefreshEvery.Value = 0
 	o.HelperImage = "example.test/kubefledged:e2e"
+	if err := o.PullJobs.Set(granularity); err != nil {
+		t.Fatalf("E2E_PULL_JOB_GRANULARITY: %v", err)
+	}
 	if mod != nil {
 		mod(o)
 	}
@@ -332,11 +335,33 @@ func (l *jobLog) take() []string {
 	defer l.mu.Unlock()
 	var out []string
 	for _, j := range l.jobs {
-		out = append(out, j.Labels[jobs.LabelKind]+" "+j.Annotations[jobs.AnnotationImage]+" "+j.Annotations[jobs.AnnotationNode])
+		out = append(out, pairsOf(j)...)
 	}
 	l.jobs = nil
 	return out
 }
+
+// pairsOf is "kind image node" for each (image, node) a Job works on.
+func pairsOf(j batchv1.Job) []string {
+	var out []string
+	for _, img := range jobs.ImagesOf(&j) {
+		out = append(out, j.Labels[jobs.LabelKind]+" "+img+" "+j.Annotations[jobs.AnnotationNode])
+	}
+	return out
+}
+
+// granularity is the controller's --pull-job-granularity in this run of the
+// suite: E2E_PULL_JOB_GRANULARITY, else the flag's default. `make test`
+// runs the suite once with each.
+var granularity = func() string {
+	if v := os.Getenv("E2E_PULL_JOB_GRANULARITY"); v != "" {
+		return v
+	}
+	return commands.NewControllerOptions().PullJobs.Value
+}()
+
+// perNode says whether pulls run in node Jobs in this run.
+func perNode() bool { return granularity == string(jobs.PerNode) }
 
 func jobsOf(g Gomega, ns string, labels client.MatchingLabels) []batchv1.Job {
 	l := &batchv1.JobList{}
