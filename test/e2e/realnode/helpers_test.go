@@ -30,9 +30,12 @@ const opTimeout = deadline + 45*time.Second
 // runController starts the controller in-process, with our image from the node's registry
 // as its helper and the node's own containerd socket for the delete Jobs; the returned
 // function stops it (it also runs at the test's end).
-func runController(t *testing.T, retain bool) (stop func()) {
+func runController(t *testing.T, retain bool, granularity jobs.Granularity) (stop func()) {
 	t.Helper()
 	o := commands.NewControllerOptions()
+	if err := o.PullJobs.Set(string(granularity)); err != nil {
+		t.Fatal(err)
+	}
 	o.LeaderElect = false
 	o.Webhook.Enable = false
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
@@ -89,7 +92,7 @@ func onNode(ns, name string, images ...string) *v1alpha2.ImageCache {
 func imageRefs(names ...string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = refs[n]
+		out[i] = ref(n)
 	}
 	return out
 }
@@ -145,7 +148,7 @@ func podsOf(g Gomega, ns, job string) []corev1.Pod {
 // whether an update pulled only what it added.
 type jobLog struct {
 	mu   sync.Mutex
-	jobs []string // "kind image node"
+	jobs []string // "kind image node", one per pair a Job works on
 }
 
 func recordJobs(t *testing.T, ns string) *jobLog {
@@ -159,7 +162,9 @@ func recordJobs(t *testing.T, ns string) *jobLog {
 		for ev := range w.ResultChan() {
 			if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added {
 				l.mu.Lock()
-				l.jobs = append(l.jobs, j.Labels[jobs.LabelKind]+" "+j.Annotations[jobs.AnnotationImage]+" "+j.Annotations[jobs.AnnotationNode])
+				for _, img := range jobs.ImagesOf(j) {
+					l.jobs = append(l.jobs, j.Labels[jobs.LabelKind]+" "+img+" "+j.Annotations[jobs.AnnotationNode])
+				}
 				l.mu.Unlock()
 			}
 		}

@@ -2,6 +2,7 @@ package realnode_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,30 +16,36 @@ import (
 )
 
 // TestRealNode runs every operation on the real node with one controller that retains its
-// Jobs, so that the pods can be inspected afterwards. The operations run in parallel (each on
-// images of its own); the restart comes last because it deletes every retained Job.
+// Jobs, so that the pods can be inspected afterwards, once with each pull Job granularity. The
+// operations run in parallel (each on images of its own); the restart comes last because it
+// deletes every retained Job.
 func TestRealNode(t *testing.T) {
 	needNode(t)
-	stop := runController(t, true)
-	var missingNS string
-	t.Run("operations", func(t *testing.T) {
-		t.Run("PullSucceeds", testPullSucceeds)
-		t.Run("MissingImageFails", func(t *testing.T) { missingNS = testMissingImageFails(t) })
-		t.Run("UpdatePullsOnlyTheAddedImage", testUpdatePullsOnlyTheAddedImage)
-		t.Run("PurgeRemovesFromTheRuntime", testPurgeRemovesFromTheRuntime)
-	})
-	t.Run("RestartRemovesRetainedJobs", func(t *testing.T) {
-		if missingNS == "" {
-			t.Skip("MissingImageFails left no retained Job to remove")
-		}
-		testRestartRemovesRetainedJobs(t, stop, missingNS)
-	})
+	for i, gr := range []jobs.Granularity{jobs.PerNode, jobs.PerImage} {
+		tag = tags[i]
+		t.Run(string(gr), func(t *testing.T) {
+			stop := runController(t, true, gr)
+			var missingNS string
+			t.Run("operations", func(t *testing.T) {
+				t.Run("PullSucceeds", func(t *testing.T) { testPullSucceeds(t, gr) })
+				t.Run("MissingImageFails", func(t *testing.T) { missingNS = testMissingImageFails(t, gr) })
+				t.Run("UpdatePullsOnlyTheAddedImage", testUpdatePullsOnlyTheAddedImage)
+				t.Run("PurgeRemovesFromTheRuntime", testPurgeRemovesFromTheRuntime)
+			})
+			t.Run("RestartRemovesRetainedJobs", func(t *testing.T) {
+				if missingNS == "" {
+					t.Skip("MissingImageFails left no retained Job to remove")
+				}
+				testRestartRemovesRetainedJobs(t, stop, missingNS, gr)
+			})
+		})
+	}
 }
 
-// testPullSucceeds: both of the pull Job's containers really run on the node (our helper
-// image's copy-self, then our binary inside the target image) and the images land in
+// testPullSucceeds: every container of the pull Jobs really runs on the node (our helper
+// image's copy-self, then our binary inside each target image) and the images land in
 // containerd, the multi-layer one included.
-func testPullSucceeds(t *testing.T) {
+func testPullSucceeds(t *testing.T, gr jobs.Granularity) {
 	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -54,7 +61,12 @@ func testPullSucceeds(t *testing.T) {
 	}
 
 	js := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "pull"})
-	g.Expect(js).To(HaveLen(len(images)), "one Job per image, on the real node only")
+	if gr == jobs.PerNode {
+		g.Expect(js).To(HaveLen(1), "one Job for the real node, none for the kwok one")
+	} else {
+		g.Expect(js).To(HaveLen(len(images)), "one Job per image, on the real node only")
+	}
+	var all []string
 	for _, j := range js {
 		g.Expect(j.Annotations[jobs.AnnotationNode]).To(Equal(node.Name()))
 		g.Expect(j.Labels[jobs.LabelResult]).To(Equal(jobs.ResultSucceeded))
@@ -63,15 +75,18 @@ func testPullSucceeds(t *testing.T) {
 		p := pods[0]
 		g.Expect(p.Spec.NodeName).To(Equal(node.Name()))
 		g.Expect(p.Status.InitContainerStatuses).To(HaveLen(1))
-		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
-		for _, cs := range []corev1.ContainerStatus{p.Status.InitContainerStatuses[0], p.Status.ContainerStatuses[0]} {
+		g.Expect(p.Status.ContainerStatuses).To(HaveLen(len(jobs.ImagesOf(&j))))
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 			g.Expect(cs.State.Terminated).NotTo(BeNil(), "container %s did not run", cs.Name)
 			g.Expect(cs.State.Terminated.ExitCode).To(BeZero(), "container %s: %+v", cs.Name, cs.State.Terminated)
 			g.Expect(cs.ImageID).NotTo(BeEmpty())
 		}
-		g.Expect(p.Status.ContainerStatuses[0].Image).To(Equal(j.Annotations[jobs.AnnotationImage]))
-		t.Logf("pull Job of %s ran %s; kubelet: %s", j.Annotations[jobs.AnnotationImage], took(j), pulled(g, ns, p.Name))
+		for _, cs := range p.Status.ContainerStatuses {
+			all = append(all, cs.Image)
+		}
+		t.Logf("pull Job of %v ran %s; kubelet: %s", jobs.ImagesOf(&j), took(j), pulled(g, ns, p.Name))
 	}
+	g.Expect(all).To(ConsistOf(images))
 }
 
 // pulled is what the kubelet's Pulled events of a pod say, for the figures in the log.
@@ -88,21 +103,25 @@ func pulled(g Gomega, ns, pod string) []string {
 }
 
 // testMissingImageFails: the registry's 404 reaches the cache's failures in the runtime's
-// own words, and the retained pod is really in ImagePullBackOff with the kubelet's events.
-// It returns the namespace of the retained Job for the restart test.
-func testMissingImageFails(t *testing.T) string {
+// own words, the good images beside it are pulled, and the retained pod shows each
+// container's state: the missing image's really in ImagePullBackOff, with the kubelet's
+// events. A node's pull Job settles the missing image as soon as the kubelet reports it; a Job
+// per (image, node) at its deadline. It returns the namespace of the retained Jobs for the
+// restart test.
+func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 	t.Parallel()
 	g := NewWithT(t)
 	ns := namespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "missing"}
-	good, bad := refs["small-b"], refs[missing]
+	good, good2, bad := ref("small-b"), ref("small-g"), ref(missing)
 	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "missing", good, bad))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), onNode(ns, "missing", good, bad, good2))).To(Succeed())
 	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
 	g.Expect(c.Status.Failures).To(HaveLen(1))
 	g.Expect(c.Status.Failures[bad]).To(HaveLen(1))
+	g.Expect(c.Status.Counts.Succeeded).To(Equal(int32(2)))
 	f := c.Status.Failures[bad][0]
 	g.Expect(f.Node).To(Equal(node.Name()))
 	g.Expect(f.Reason).To(BeElementOf("ImagePullBackOff", "ErrImagePull"))
@@ -110,23 +129,44 @@ func testMissingImageFails(t *testing.T) string {
 	g.Expect(f.Message).To(ContainSubstring("not found"), "containerd's message for a 404")
 	ran := c.Status.CompletionTime.Sub(c.Status.StartTime.Time)
 	t.Logf("failure after %s: %s: %s", ran, f.Reason, f.Message)
-	g.Expect(ran).To(BeNumerically("<=", deadline+20*time.Second))
+	if gr == jobs.PerNode {
+		g.Expect(ran).To(BeNumerically("<", deadline), "settled from the container, not at the deadline")
+	} else {
+		g.Expect(ran).To(BeNumerically("<=", deadline+20*time.Second))
+	}
 	g.Expect(inRuntime(g, good)).To(BeTrue())
+	g.Expect(inRuntime(g, good2)).To(BeTrue())
 	g.Expect(inRuntime(g, bad)).To(BeFalse())
 
-	expired := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing", jobs.LabelResult: jobs.ResultExpired})
-	g.Expect(expired).To(HaveLen(1))
-	pods := podsOf(g, ns, expired[0].Name)
+	result := jobs.ResultExpired
+	if gr == jobs.PerNode {
+		result = jobs.ResultFailed
+	}
+	kept := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing", jobs.LabelResult: result})
+	g.Expect(kept).To(HaveLen(1))
+	pods := podsOf(g, ns, kept[0].Name)
 	g.Expect(pods).To(HaveLen(1))
 	pod := pods[0].Name
+	// The node's Job shows all three containers; a Job per pair, the missing image's.
+	want := map[string]string{bad: "ImagePullBackOff"}
+	if gr == jobs.PerNode {
+		want[good], want[good2] = "exit 0", "exit 0"
+	}
 	// Between retries the kubelet shows ErrImagePull again for a moment.
-	g.Eventually(func(g Gomega) string {
+	g.Eventually(func(g Gomega) map[string]string {
 		p := &corev1.Pod{}
 		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, p)).To(Succeed())
-		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
-		g.Expect(p.Status.ContainerStatuses[0].State.Waiting).NotTo(BeNil())
-		return p.Status.ContainerStatuses[0].State.Waiting.Reason
-	}).WithTimeout(deadline).WithPolling(250 * time.Millisecond).Should(Equal("ImagePullBackOff"))
+		states := map[string]string{}
+		for _, cs := range p.Status.ContainerStatuses {
+			switch {
+			case cs.State.Terminated != nil:
+				states[cs.Image] = fmt.Sprintf("exit %d", cs.State.Terminated.ExitCode)
+			case cs.State.Waiting != nil:
+				states[cs.Image] = cs.State.Waiting.Reason
+			}
+		}
+		return states
+	}).WithTimeout(deadline).WithPolling(250 * time.Millisecond).Should(Equal(want))
 	g.Eventually(func(g Gomega) []string {
 		l := &corev1.EventList{}
 		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
@@ -151,7 +191,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	ns := namespace(t)
 	rec := recordJobs(t, ns)
 	key := client.ObjectKey{Namespace: ns, Name: "update"}
-	first, added := refs["small-c"], refs["small-d"]
+	first, added := ref("small-c"), ref("small-d")
 	t0 := tick()
 	g.Expect(k8s.Create(context.Background(), onNode(ns, "update", first))).To(Succeed())
 	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
@@ -214,7 +254,7 @@ func testPurgeRemovesFromTheRuntime(t *testing.T) {
 // testRestartRemovesRetainedJobs: a restarted controller deletes the retained Job whose pod
 // is still backing off, and the kubelet really tears the pod down (the pod object goes only
 // once the kubelet has confirmed it stopped).
-func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string) {
+func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string, gr jobs.Granularity) {
 	g := NewWithT(t)
 	retained := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing"})
 	g.Expect(retained).NotTo(BeEmpty())
@@ -223,7 +263,7 @@ func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string) {
 	g.Expect(pods.Items).NotTo(BeEmpty())
 	stop()
 	begin := time.Now()
-	runController(t, true)
+	runController(t, true, gr)
 	g.Eventually(func(g Gomega) {
 		g.Expect(jobsOf(g, ns, client.MatchingLabels{})).To(BeEmpty())
 		l := &corev1.PodList{}

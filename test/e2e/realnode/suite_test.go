@@ -45,14 +45,15 @@ var (
 	scheme     = commands.Scheme()
 	// helperImage is our own image in the node's registry: the binary built by TestMain.
 	helperImage string
-	// refs maps a test image's short name (e.g. "small-a") to its reference in the registry.
+	// refs maps a test image's short name and tag (e.g. "small-a:v1") to its reference in
+	// the registry; ref looks up the tag of the round running.
 	refs = map[string]string{}
 )
 
 // Test images. Each has content of its own, so that removing one through CRI (which
 // removes by image ID) can never take another with it.
 var (
-	smallImages = []string{"small-a", "small-b", "small-c", "small-d", "small-e", "small-f"}
+	smallImages = []string{"small-a", "small-b", "small-c", "small-d", "small-e", "small-f", "small-g"}
 	multiLayer  = "multi"
 	// missing is never pushed: pulls of it fail with the registry's 404.
 	missing = "does-not-exist"
@@ -164,39 +165,51 @@ func pushImages(ctx context.Context, bin string) error {
 	if helperImage, err = node.Push(ctx, "kubefledged:test", helper); err != nil {
 		return err
 	}
-	for _, name := range smallImages {
-		l, err := realnode.NewLayer(realnode.File{Path: "/data/" + name + ".txt", Data: []byte("test image " + name + "\n")})
-		if err != nil {
+	for _, tag := range tags {
+		for _, name := range smallImages {
+			l, err := realnode.NewLayer(realnode.File{Path: "/data/" + name + ".txt", Data: []byte("test image " + name + ":" + tag + "\n")})
+			if err != nil {
+				return err
+			}
+			if err := push(ctx, name, tag, l); err != nil {
+				return err
+			}
+		}
+		var layers []v1.Layer
+		for i := range 3 {
+			l, err := realnode.NewLayer(realnode.File{Path: fmt.Sprintf("/layer-%d/data", i), Data: []byte(fmt.Sprintf("layer %d of %s:%s\n", i, multiLayer, tag))})
+			if err != nil {
+				return err
+			}
+			layers = append(layers, l)
+		}
+		if err := push(ctx, multiLayer, tag, layers...); err != nil {
 			return err
 		}
-		if err := push(ctx, name, l); err != nil {
-			return err
-		}
+		refs[missing+":"+tag] = node.Registry() + "/" + missing + ":" + tag
 	}
-	var layers []v1.Layer
-	for i := range 3 {
-		l, err := realnode.NewLayer(realnode.File{Path: fmt.Sprintf("/layer-%d/data", i), Data: []byte(fmt.Sprintf("layer %d of %s\n", i, multiLayer))})
-		if err != nil {
-			return err
-		}
-		layers = append(layers, l)
-	}
-	if err := push(ctx, multiLayer, layers...); err != nil {
-		return err
-	}
-	refs[missing] = node.Registry() + "/" + missing + ":v1"
 	return nil
 }
 
-func push(ctx context.Context, name string, layers ...v1.Layer) error {
+func push(ctx context.Context, name, tag string, layers ...v1.Layer) error {
 	img, err := realnode.NewImage(nil, layers...)
 	if err != nil {
 		return err
 	}
-	ref, err := node.Push(ctx, name+":v1", img)
-	refs[name] = ref
+	ref, err := node.Push(ctx, name+":"+tag, img)
+	refs[name+":"+tag] = ref
 	return err
 }
+
+// tags are the rounds of TestRealNode, one per pull Job granularity: each round pulls images
+// of its own, with content of their own, since the round before left its images on the node.
+var tags = []string{"v1", "v2"}
+
+// tag is the round running.
+var tag = tags[0]
+
+// ref is the reference of a test image in the round running.
+func ref(name string) string { return refs[name+":"+tag] }
 
 // connect makes the clients and installs the CRD.
 func connect(ctx context.Context) error {
