@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 // report is docs/benchmarks.json; docs/benchmarks.md renders it.
@@ -163,6 +165,36 @@ func progressWritesPerSecond(p *phase) float64 {
 	return float64(max(0, p.StatusWrites-2)) / p.Seconds
 }
 
+// apiWritesPerPair is what an operation writes per (image, node): its Job
+// writes and its cache's status writes.
+func apiWritesPerPair(p *phase) float64 {
+	if p.Pairs == 0 {
+		return 0
+	}
+	return p.JobWritesPerPair + float64(p.StatusWrites)/float64(p.Pairs)
+}
+
+// profileName is the profile a run was measured on; runs before it was
+// recorded were all on the tuned one.
+func profileName(p string) string {
+	if p == "" {
+		return string(sandbox.ProfileTuned)
+	}
+	return p
+}
+
+func profileText(p string) string {
+	switch p {
+	case string(sandbox.ProfileTuned):
+		return "tuned: kcm syncs 50 Jobs at a time at 300 QPS, the scheduler binds at 300 QPS"
+	case string(sandbox.ProfileStock):
+		return "stock: kcm syncs 5 Jobs at a time at 20 QPS, the scheduler at 50 QPS (managed clusters' defaults)"
+	case "":
+		return "tuned (the runs before the profile was recorded)"
+	}
+	return p
+}
+
 func (r *report) targets() []target {
 	var out []target
 	add := func(s, fig, val, tgt, pass string) {
@@ -179,7 +211,15 @@ func (r *report) targets() []target {
 		for _, p := range c.Runs {
 			s := "1 " + p.Caps.Name
 			if p.Caps.Name == openCaps(0, 0).Name {
-				add(s, "time to final status / floor", fmt.Sprintf("%.2fx (%.0f s / %.0f s)", p.RatioToFloor, p.Seconds, c.Floor.Seconds), "≤ 1.25x", passFail(p.RatioToFloor <= 1.25))
+				// On stock settings kcm's Job syncs set the floor's pace,
+				// and node pull Jobs are to beat it five times over.
+				limit, text := 1.25, "≤ 1.25x"
+				if c.Run.Config.Profile == string(sandbox.ProfileStock) {
+					limit, text = 0.2, "≤ 0.2x (1/5 of the Job-per-pair floor)"
+				}
+				add(s, "time to final status / floor", fmt.Sprintf("%.2fx (%.0f s / %.0f s)", p.RatioToFloor, p.Seconds, c.Floor.Seconds), text, passFail(p.RatioToFloor <= limit))
+				apw := apiWritesPerPair(p)
+				add(s, "API writes per (image, node): Jobs and status", f2(apw), "≤ 0.3", passFail(apw <= 0.3))
 			} else {
 				add(s, "time to final status / floor", fmt.Sprintf("%.2fx (%.0f s / %.0f s)", p.RatioToFloor, p.Seconds, c.Floor.Seconds), "(none: the caps bind by design)", "")
 				bound := (float64(p.Caps.Burst) + float64(p.Caps.QPS)*(rateWindow+1)) / rateWindow
@@ -277,7 +317,7 @@ func (e *env) runInfo() runInfo {
 }
 
 func (ri runInfo) describe(m *md, what string) {
-	m.p("Measured %s (load average %s at its start); %s.", ri.Started, ri.LoadAvg, what)
+	m.p("Measured %s (load average %s at its start) on the %s control plane; %s.", ri.Started, ri.LoadAvg, profileName(ri.Config.Profile), what)
 	m.p("")
 }
 
@@ -379,6 +419,7 @@ func (r *report) markdown() string {
 		{"kwok", r.Machine.Kwok},
 		{"kernel", r.Machine.Kernel},
 		{"load average at start; at end", r.Machine.LoadAvgStart + "; " + r.Machine.LoadAvgEnd},
+		{"control plane (SANDBOX_PROFILE)", profileText(c.Profile)},
 		{"floor", fmt.Sprintf("%d creating goroutines, no client rate limit", c.FloorParallelism)},
 	})
 	m.p("The machine is shared with other work (builds and tests of other engineers): the CPU tables below say how much")
