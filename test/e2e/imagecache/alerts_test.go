@@ -117,7 +117,9 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 
 	rec.event("failing-created")
 	t0 = tick()
-	g.Expect(k8s.Create(ctx, newCache(ns, "failing", list("nginx:1.27", sandbox.FailPrefix+"alerts:1")))).To(Succeed())
+	// The pull that never ends keeps the operation to its deadline: a node
+	// pull Job settles the image that cannot be pulled at once.
+	g.Expect(k8s.Create(ctx, newCache(ns, "failing", list("nginx:1.27", sandbox.FailPrefix+"alerts:1", sandbox.HangPrefix+"alerts:1")))).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "failing"}
 	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
