@@ -230,6 +230,10 @@ func (p *phase) timeline(jw *jobWatch, began, done time.Time) {
 	}
 	p.FirstJobSeconds = round(first.Sub(began).Seconds(), 2)
 	p.LastJobSeconds = round(last.Sub(began).Seconds(), 2)
+	if lastDone.IsZero() {
+		p.LastDoneSeconds, p.TailSeconds = -1, -1
+		return
+	}
 	p.LastDoneSeconds = round(lastDone.Sub(began).Seconds(), 2)
 	p.TailSeconds = round(done.Sub(lastDone).Seconds(), 2)
 }

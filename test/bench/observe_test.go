@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,10 +59,21 @@ type jobWatch struct {
 	peak, peakPerNode int
 	succeeded, failed int
 	deletedUnfinished int
+	// pairs and pairsDone count the pulls in the Jobs seen and finished.
+	// A node Job the controller deleted unfinished counts as finished: it
+	// does so only once every container has its result (the Job
+	// controller has not always said Complete by then), or at the deadline.
+	pairs, pairsDone  int
 	firstAdd, lastAdd time.Time
 	lastDone          time.Time
 }
 
+// annotationPairs carries, on the watch's copy of a Job, how many (image,
+// node) pairs it works on.
+const annotationPairs = "bench.kubefledged.io/pairs"
+
+// nodeJobs counts (image, node) pairs, not Jobs: a node's pull Job holds
+// several.
 type nodeJobs struct {
 	added, done       int
 	firstAdd, lastAdd time.Time
@@ -75,6 +87,12 @@ func watchJobs(ctx context.Context, kube kubernetes.Interface, ns string) (*jobW
 	// cost the benchmark's process memory for nothing.
 	strip := func(obj any) (any, error) {
 		if j, ok := obj.(*batchv1.Job); ok {
+			// How many pulls it holds (a node's pull Job has one container
+			// per image) is all that is kept of its spec.
+			if j.Annotations == nil {
+				j.Annotations = map[string]string{}
+			}
+			j.Annotations[annotationPairs] = strconv.Itoa(len(jobs.ImagesOf(j)))
 			j.Spec = batchv1.JobSpec{}
 			j.ManagedFields = nil
 		}
@@ -107,9 +125,13 @@ func (w *jobWatch) update(obj any, deleted bool) {
 		n = &nodeJobs{}
 		w.nodes[node] = n
 	}
+	pairs, _ := strconv.Atoi(j.Annotations[annotationPairs])
+	pairs = max(pairs, 1)
+	_, perPair := j.Annotations[jobs.AnnotationImage]
 	if !w.seen[j.Name] {
 		w.seen[j.Name] = true
-		n.added++
+		w.pairs += pairs
+		n.added += pairs
 		if n.firstAdd.IsZero() {
 			n.firstAdd = now
 		}
@@ -139,14 +161,17 @@ func (w *jobWatch) update(obj any, deleted bool) {
 	switch state {
 	case "":
 		w.deletedUnfinished++
-		return
+		if perPair || j.Labels[jobs.LabelKind] != string(jobs.Pull) {
+			return
+		}
 	case batchv1.JobComplete:
 		w.succeeded++
 	default:
 		w.failed++
 	}
 	w.done[j.Name] = true
-	n.done++
+	w.pairsDone += pairs
+	n.done += pairs
 	n.lastDone = now
 	w.lastDone = now
 }
@@ -168,13 +193,16 @@ type jobFigures struct {
 	DeletedUnfinished int `json:"deletedUnfinished"`
 	PeakInFlight      int `json:"peakInFlight"`
 	PeakInFlightNode  int `json:"peakInFlightPerNode"`
+	// Pairs and PairsDone are the pulls in the Jobs created and finished.
+	Pairs     int `json:"pairs"`
+	PairsDone int `json:"pairsDone"`
 }
 
 func (w *jobWatch) figures() jobFigures {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return jobFigures{Created: len(w.seen), Succeeded: w.succeeded, Failed: w.failed, DeletedUnfinished: w.deletedUnfinished,
-		PeakInFlight: w.peak, PeakInFlightNode: w.peakPerNode}
+		PeakInFlight: w.peak, PeakInFlightNode: w.peakPerNode, Pairs: w.pairs, PairsDone: w.pairsDone}
 }
 
 // waitFinished waits until n Jobs have finished and returns when the last
@@ -423,7 +451,7 @@ func (w *cacheWatch) anyProcessing(names []string) bool {
 	return false
 }
 
-// progress returns how many Jobs finished and when a Job last appeared or
+// progress returns how many pulls finished and when a Job last appeared or
 // finished.
 func (w *jobWatch) progress() (int, time.Time) {
 	w.mu.Lock()
@@ -432,7 +460,7 @@ func (w *jobWatch) progress() (int, time.Time) {
 	if w.lastDone.After(last) {
 		last = w.lastDone
 	}
-	return len(w.done), last
+	return w.pairsDone, last
 }
 
 // settledNow tells whether the cache's latest state is a final one of the

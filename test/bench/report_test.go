@@ -614,7 +614,20 @@ func (r *report) phaseTable(m *md, fl *floorResult, runs []*phase) {
 	row("first Job created; last created; last finished; final status after the last Job (s)",
 		fv(func(f *floorResult) string { return fmt.Sprintf("0; %.1f; %.1f; —", f.CreateSeconds, f.Seconds) }),
 		func(p *phase) string {
+			if p.LastDoneSeconds < 0 {
+				// No Job seen finished: node Jobs went before the Job
+				// controller said Complete (runs before the watch counted
+				// those as finished).
+				return fmt.Sprintf("%.1f; %.1f; —; —", p.FirstJobSeconds, p.LastJobSeconds)
+			}
 			return fmt.Sprintf("%.1f; %.1f; %.1f; %.1f", p.FirstJobSeconds, p.LastJobSeconds, p.LastDoneSeconds, p.TailSeconds)
+		})
+	row("pulls in the Jobs created; in the Jobs finished (watch)", fv(func(f *floorResult) string { return fmt.Sprint(f.Observed.Created) }),
+		func(p *phase) string {
+			if p.Jobs.Pairs == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%d; %d", p.Jobs.Pairs, p.Jobs.PairsDone)
 		})
 	row("Jobs created (watch)", fv(func(f *floorResult) string { return fmt.Sprint(f.Observed.Created) }), func(p *phase) string { return fmt.Sprint(p.Jobs.Created) })
 	row("peak Jobs in flight: total; per node", fv(func(f *floorResult) string {

@@ -493,9 +493,9 @@ func exactness(p *phase, final *v1alpha2.ImageCache, pulls int) []string {
 	want("counts.inFlight", float64(c.InFlight), 0)
 	want("counts.waiting", float64(c.Waiting), 0)
 	want("failed images", float64(len(st.Failures)), 0)
-	want("Jobs created (watch)", float64(p.Jobs.Created), float64(pulls))
-	want("Jobs complete (watch)", float64(p.Jobs.Succeeded), float64(pulls))
-	want(`jobs_finished_total{result="succeeded"}`, p.Metrics[`kubefledged_jobs_finished_total{kind="pull",result="succeeded"}`], float64(pulls))
+	want("pulls in the Jobs created (watch)", float64(p.Jobs.Pairs), float64(pulls))
+	want("pulls in the Jobs finished (watch)", float64(p.Jobs.PairsDone), float64(pulls))
+	want(`image_pulls_total{result="succeeded"}`, p.Metrics[`kubefledged_image_pulls_total{result="succeeded"}`], float64(pulls))
 	want(`jobs_finished_total{result="expired"}`, p.Metrics[`kubefledged_jobs_finished_total{kind="pull",result="expired"}`], 0)
 	want(`jobs_finished_total{result="failed"}`, p.Metrics[`kubefledged_jobs_finished_total{kind="pull",result="failed"}`], 0)
 	return out
