@@ -144,17 +144,15 @@ func watchOrder(t *testing.T, ns, pool string) *order {
 			if !ok {
 				continue
 			}
-			done, succeeded, at := pullFinished(p)
-			if !done {
-				continue
-			}
-			node, image := p.Annotations[jobs.AnnotationNode], p.Annotations[jobs.AnnotationImage]
+			node := p.Annotations[jobs.AnnotationNode]
 			o.mu.Lock()
-			if o.pulled[node] == nil {
-				o.pulled[node] = map[string]pull{}
-			}
-			if prev, seen := o.pulled[node][image]; !seen || succeeded && !prev.succeeded {
-				o.pulled[node][image] = pull{mark: mark{rv: rvOf(p), seen: time.Now()}, succeeded: succeeded, completed: at}
+			for _, f := range pullsFinished(p) {
+				if o.pulled[node] == nil {
+					o.pulled[node] = map[string]pull{}
+				}
+				if prev, seen := o.pulled[node][f.image]; !seen || f.succeeded && !prev.succeeded {
+					o.pulled[node][f.image] = pull{mark: mark{rv: rvOf(p), seen: time.Now()}, succeeded: f.succeeded, completed: f.at}
+				}
 			}
 			o.mu.Unlock()
 		}
@@ -195,21 +193,39 @@ func watchOrder(t *testing.T, ns, pool string) *order {
 	return o
 }
 
-// pullFinished says whether a pull pod's pull container has finished, how,
-// and when.
-func pullFinished(p *corev1.Pod) (done, succeeded bool, at time.Time) {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "pull" && cs.State.Terminated != nil {
-			return true, cs.State.Terminated.ExitCode == 0, cs.State.Terminated.FinishedAt.Time
+// finishedPull is one pull of a pull Job's pod that has ended.
+type finishedPull struct {
+	image     string
+	succeeded bool
+	at        time.Time // when its container finished, if it ran
+}
+
+// pullsFinished lists the pulls of a pull Job's pod that have ended, one
+// per container: a Job per (image, node) has one, a node's pull Job one per
+// image. A container whose image cannot be pulled has ended, failed, as the
+// controller settles it.
+func pullsFinished(p *corev1.Pod) []finishedPull {
+	var out []finishedPull
+	for _, c := range p.Spec.Containers {
+		var cs *corev1.ContainerStatus
+		for i := range p.Status.ContainerStatuses {
+			if p.Status.ContainerStatuses[i].Name == c.Name {
+				cs = &p.Status.ContainerStatuses[i]
+			}
+		}
+		switch {
+		case cs != nil && cs.State.Terminated != nil:
+			out = append(out, finishedPull{c.Image, cs.State.Terminated.ExitCode == 0, cs.State.Terminated.FinishedAt.Time})
+		case p.Status.Phase == corev1.PodSucceeded:
+			out = append(out, finishedPull{c.Image, true, time.Time{}})
+		case p.Status.Phase == corev1.PodFailed:
+			out = append(out, finishedPull{c.Image, false, time.Time{}})
+		case cs != nil && cs.State.Waiting != nil && slices.Contains([]string{"ErrImagePull", "ImagePullBackOff"}, cs.State.Waiting.Reason) &&
+			p.Annotations[jobs.AnnotationImage] == "":
+			out = append(out, finishedPull{c.Image, false, time.Time{}})
 		}
 	}
-	switch p.Status.Phase {
-	case corev1.PodSucceeded:
-		return true, true, time.Time{}
-	case corev1.PodFailed:
-		return true, false, time.Time{}
-	}
-	return false, false, time.Time{}
+	return out
 }
 
 func (o *order) releasedCount() int {
@@ -405,6 +421,8 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	ns := namespace(t)
 	addr := freeAddr(g)
 	bad := sandbox.FailPrefix + "held:1"
+	// A pull that never ends: a node Job settles bad at once.
+	slow := sandbox.HangPrefix + "held:1"
 	failPool, timeoutPool, freePool := "hfail-"+rand.String(4), "htime-"+rand.String(4), "hfree-"+rand.String(4)
 	good := "busybox:1.36-" + failPool
 
@@ -426,7 +444,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	runController(t, withStartupTaint(20*time.Second, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute }))
 	var before map[string]float64
 	g.Eventually(func(g Gomega) { before = scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
-	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(map[string]string{"pool": timeoutPool}, bad)))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(map[string]string{"pool": timeoutPool}, slow)))).To(Succeed())
 	ot, of := watchOrder(t, ns, timeoutPool), watchOrder(t, ns, freePool)
 	start = time.Now()
 	addNodes(t, g, append(heldNodes(timeoutPool, 1), heldNodes(freePool, 1)...)...)
@@ -434,7 +452,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	t.Logf("startup taint: a node no cache selects released %s after the call that created it", time.Since(start).Round(100*time.Millisecond))
 	hasNodeEvent(g, freePool+"-00", "Normal StartupTaintRemoved No ImageCache puts images on the node")
 	since := fmt.Sprintf(`kubefledged_node_held_since_timestamp_seconds{node="%s-00"}`, timeoutPool)
-	waiting := `kubefledged_held_nodes_waiting_for_image{image="` + bad + `"}`
+	waiting := `kubefledged_held_nodes_waiting_for_image{image="` + slow + `"}`
 	var held map[string]float64
 	g.Eventually(func(g Gomega) {
 		held = scrape(g, addr)
@@ -450,7 +468,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	t.Logf("startup taint: a node with a pull pending released by the 20 s timeout %s after it was created", heldFor.Round(100*time.Millisecond))
 	g.Expect(heldFor).To(BeNumerically(">=", 19*time.Second), "not before the timeout (creation times have whole seconds)")
 	hasNodeEvent(g, timeoutPool+"-00", "Warning StartupTaintTimeout 1 image(s) of ImageCache "+ns+"/slow were not cached on the node within")
-	g.Expect(nodeEvents(g, timeoutPool+"-00")).To(ContainElement(ContainSubstring(bad + ". Removed taint kubefledged.io/caching:NoSchedule anyway")))
+	g.Expect(nodeEvents(g, timeoutPool+"-00")).To(ContainElement(ContainSubstring(slow + ". Removed taint kubefledged.io/caching:NoSchedule anyway")))
 	after := scrape(g, addr)
 	delta := func(name string) float64 { return after[name] - before[name] }
 	g.Expect(delta(`kubefledged_node_startup_taint_hold_seconds_count{reason="timeout"}`)).To(Equal(1.0))
