@@ -178,22 +178,26 @@ func TestFailPrefixImageBesideGoodOnes(t *testing.T) {
 		corev1.Container{Name: "good2", Image: "registry.example/good:2", Command: []string{"true"}})
 	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func(g Gomega) {
-		pods, err := jobPods(ctx, c, ns, "mixed")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(pods).To(HaveLen(1))
-		states := map[string]string{}
-		for _, cs := range pods[0].Status.ContainerStatuses {
-			switch {
-			case cs.State.Terminated != nil:
-				states[cs.Name] = fmt.Sprintf("exit %d", cs.State.Terminated.ExitCode)
-			default:
-				states[cs.Name] = waitingReason(cs)
-			}
+	g.Eventually(func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "mixed") }, 20*time.Second, 50*time.Millisecond).
+		Should(Equal(map[string]string{"pull": "exit 0", "bad": "ImagePullBackOff", "good2": "exit 0"}))
+}
+
+// pendingJobStates is each container's state in the one pod of a Job, which must be Pending:
+// "exit N" once it ended, else its waiting reason.
+func pendingJobStates(ctx context.Context, g Gomega, c kubernetes.Interface, ns, job string) map[string]string {
+	pods, err := jobPods(ctx, c, ns, job)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pods).To(HaveLen(1))
+	g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodPending))
+	out := map[string]string{}
+	for _, cs := range pods[0].Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			out[cs.Name] = fmt.Sprintf("exit %d", cs.State.Terminated.ExitCode)
+		} else {
+			out[cs.Name] = waitingReason(cs)
 		}
-		g.Expect(states).To(Equal(map[string]string{"pull": "exit 0", "bad": "ImagePullBackOff", "good2": "exit 0"}))
-		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodPending))
-	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	}
+	return out
 }
 
 // An image under HangPrefix never finishes pulling: its container waits without an error while
@@ -209,21 +213,7 @@ func TestHangPrefixImage(t *testing.T) {
 		corev1.Container{Name: "slow", Image: HangPrefix + "slow:1", Command: []string{"true"}})
 	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	states := func(g Gomega) map[string]string {
-		pods, err := jobPods(ctx, c, ns, "hangs")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(pods).To(HaveLen(1))
-		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodPending))
-		out := map[string]string{}
-		for _, cs := range pods[0].Status.ContainerStatuses {
-			if cs.State.Terminated != nil {
-				out[cs.Name] = fmt.Sprintf("exit %d", cs.State.Terminated.ExitCode)
-			} else {
-				out[cs.Name] = waitingReason(cs)
-			}
-		}
-		return out
-	}
+	states := func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "hangs") }
 	want := map[string]string{"pull": "exit 0", "slow": "ContainerCreating"}
 	g.Eventually(states, 20*time.Second, 50*time.Millisecond).Should(Equal(want))
 	g.Consistently(states, 2*time.Second, 200*time.Millisecond).Should(Equal(want))
