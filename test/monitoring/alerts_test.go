@@ -302,8 +302,16 @@ func TestAlertsOnSandboxRun(t *testing.T) {
 	tl.quiet("KubeFledgedNodeHeldTooLong", held, rec.Start(), created.Add(heldFor-time.Second))
 	tl.firesThroughout("KubeFledgedNodeHeldTooLong", held, created.Add(heldFor+slack), released)
 	tl.quiet("KubeFledgedNodeHeldTooLong", held, released.Add(slack), rec.End())
-	late, _ := heldSince(t, rec, 1)
-	tl.quiet("KubeFledgedNodeHeldTooLong", map[string]string{"node": late}, rec.Start(), rec.End())
+	// The node that joined under a leader is released long before the
+	// threshold, often before any scrape sees it held, so it is not looked
+	// up by its series: the alert fires for no node but the first.
+	for _, ev := range tl.evals {
+		for _, f := range ev.Firing {
+			if f.Alert == "KubeFledgedNodeHeldTooLong" && f.Labels.Get("node") != node {
+				t.Errorf("KubeFledgedNodeHeldTooLong fires for node %s at %s", f.Labels.Get("node"), ev.At.Sub(rec.Start()).Round(time.Second))
+			}
+		}
+	}
 	desc := tl.annotation("KubeFledgedNodeHeldTooLong", held, "description")
 	t.Logf("KubeFledgedNodeHeldTooLong's description: %s", desc)
 	if !strings.Contains(desc, "node "+node+".") || strings.Contains(desc, "error") {
