@@ -97,7 +97,7 @@ type mark struct {
 type pull struct {
 	mark
 	succeeded bool
-	completed time.Time // when the pull container finished
+	completed time.Time // when the pull container started or finished: its image was on the node
 }
 
 type bind struct {
@@ -203,7 +203,10 @@ type finishedPull struct {
 // pullsFinished lists the pulls of a pull Job's pod that have ended, one
 // per container: a Job per (image, node) has one, a node's pull Job one per
 // image. A container whose image cannot be pulled has ended, failed, as the
-// controller settles it.
+// controller settles it. A container that has started has its image on the
+// node, as a kubelet (and the sandbox's image report) lists it: a controller
+// restarted then deletes the Job before the container ends, and the next one
+// finds the image already present, which is a pull that ended well.
 func pullsFinished(p *corev1.Pod) []finishedPull {
 	var out []finishedPull
 	for _, c := range p.Spec.Containers {
@@ -216,6 +219,8 @@ func pullsFinished(p *corev1.Pod) []finishedPull {
 		switch {
 		case cs != nil && cs.State.Terminated != nil:
 			out = append(out, finishedPull{c.Image, cs.State.Terminated.ExitCode == 0, cs.State.Terminated.FinishedAt.Time})
+		case cs != nil && cs.State.Running != nil:
+			out = append(out, finishedPull{c.Image, true, cs.State.Running.StartedAt.Time})
 		case p.Status.Phase == corev1.PodSucceeded:
 			out = append(out, finishedPull{c.Image, true, time.Time{}})
 		case p.Status.Phase == corev1.PodFailed:
