@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -192,7 +193,7 @@ func (e *Env) Namespace(t testing.TB, prefix string) string {
 // deadlines, refresh off so only the tests start operations, and helper
 // images that the fake nodes "pull" at once.
 func (e *Env) ControllerFlags() map[string]string {
-	return map[string]string{
+	f := map[string]string{
 		"kubeconfig":                    e.SB.KubeconfigPath(),
 		"leader-elect":                  "false",
 		"leader-election-namespace":     "default",
@@ -205,6 +206,12 @@ func (e *Env) ControllerFlags() map[string]string {
 		"helper-image":                  "example.test/kubefledged:chaos",
 		"max-concurrent-jobs-per-node":  "3",
 	}
+	// The controller's default granularity unless a run asks for the other,
+	// as `make test` does for the ImageCache suite.
+	if g := os.Getenv("E2E_PULL_JOB_GRANULARITY"); g != "" {
+		f["pull-job-granularity"] = g
+	}
+	return f
 }
 
 // StartController runs `kubefledged controller` with ControllerFlags
@@ -297,15 +304,30 @@ func (e *Env) WaitFinal(t testing.TB, key client.ObjectKey, reason string, timeo
 
 // JobRecord is what the tests learn of one Job over its life.
 type JobRecord struct {
-	UID, Namespace, Name   string
-	Op, Kind, Image, Node  string
+	UID, Namespace, Name string
+	Op, Kind, Node       string
+	// Images are what the Job works on: one image for a Job per (image,
+	// node), every container's image for a node's pull Job.
+	Images                 []string
 	Created                time.Time // metadata.creationTimestamp (whole seconds)
 	Seen, Deleted, Settled time.Time // when the test saw it added, deleted, finished
 }
 
-// Key is what identifies a Job's work: the same key twice means the same
-// image pulled twice onto a node within one operation.
-func (r JobRecord) Key() string { return r.Op + " " + r.Kind + " " + r.Image + " " + r.Node }
+// Keys identify a Job's work, one per image: the same key in two Jobs
+// means the same image pulled twice onto a node within one operation. A
+// node Job has one key per container, so that two node Jobs of one
+// operation on one node (pairs that got their slots at different times)
+// are told apart by what they pull, not taken for one Job made twice.
+func (r JobRecord) Keys() []string {
+	out := make([]string, len(r.Images))
+	for i, img := range r.Images {
+		out[i] = r.Op + " " + r.Kind + " " + img + " " + r.Node
+	}
+	return out
+}
+
+// Pulls says whether the Job works on img.
+func (r JobRecord) Pulls(img string) bool { return slices.Contains(r.Images, img) }
 
 // JobEvent is a change the recorder saw.
 type JobEvent struct {
@@ -368,7 +390,7 @@ func (l *JobLog) observe(obj interface{}, deleted bool) {
 	if !known {
 		r = &JobRecord{UID: string(j.UID), Namespace: j.Namespace, Name: j.Name,
 			Op: j.Labels[jobs.LabelOperation], Kind: j.Labels[jobs.LabelKind],
-			Image: j.Annotations[jobs.AnnotationImage], Node: j.Annotations[jobs.AnnotationNode],
+			Images: jobs.ImagesOf(j), Node: j.Annotations[jobs.AnnotationNode],
 			Created: j.CreationTimestamp.Time, Seen: now}
 		l.byUID[r.UID] = r
 		events = append(events, JobEvent{Type: "added", Job: *r})
@@ -427,11 +449,14 @@ func (l *JobLog) Records() []JobRecord {
 
 // Duplicates describes every (operation, kind, image, node) that more than
 // one Job was created for: with fixed names per operation there must be
-// none, whatever was killed or restarted in between.
+// none, whatever was killed or restarted in between, at either pull Job
+// granularity.
 func Duplicates(rs []JobRecord) []string {
 	by := map[string][]JobRecord{}
 	for _, r := range rs {
-		by[r.Key()] = append(by[r.Key()], r)
+		for _, k := range r.Keys() {
+			by[k] = append(by[k], r)
+		}
 	}
 	var out []string
 	for k, l := range by {
