@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,8 +94,10 @@ func ourWebhookAdmits(g Gomega, c client.Client, ns string) {
 }
 
 // jobLog records, from the moment it starts, the Jobs created and deleted,
-// in the order the API server reports them: ours as "kind image node",
-// which says what was pulled where, others by namespace/name.
+// in the order the API server reports them: ours as "kind images node"
+// (the one image of a Job per (image, node), every container's image of a
+// node's pull Job), which says what was pulled where at either
+// granularity, others by namespace/name.
 type jobLog struct {
 	mu     sync.Mutex
 	events []string
@@ -120,7 +123,7 @@ func recordJobs(t *testing.T, kube kubernetes.Interface) *jobLog {
 			}
 			what := key(j.Namespace, j.Name)
 			if kind := j.Labels[jobs.LabelKind]; kind != "" {
-				what = kind + " " + j.Annotations[jobs.AnnotationImage] + " " + j.Annotations[jobs.AnnotationNode]
+				what = kind + " " + strings.Join(jobs.ImagesOf(j), ",") + " " + j.Annotations[jobs.AnnotationNode]
 			}
 			var e string
 			switch ev.Type {
