@@ -205,12 +205,14 @@ func waitKillPoint(p *Process, point string, rng *rand.Rand, events <-chan JobEv
 	// Jobs of dead processes are deleted by this one's clean-up: only its
 	// own Jobs count.
 	ours := func(ev JobEvent) bool { return !dead[ev.Job.Op] }
-	count := func(typ string, n int) bool {
+	// count waits for n units of what happens to the process's Jobs, each
+	// event weighing what weight says (0: not counted).
+	count := func(n int, weight func(JobEvent) int) bool {
 		for {
 			select {
 			case ev := <-events:
-				if ev.Type == typ && ours(ev) {
-					if n--; n <= 0 {
+				if ours(ev) {
+					if n -= weight(ev); n <= 0 {
 						return true
 					}
 				}
@@ -233,11 +235,34 @@ func waitKillPoint(p *Process, point string, rng *rand.Rand, events <-chan JobEv
 	case "startup":
 		return sleep(time.Duration(rng.Intn(2000)) * time.Millisecond)
 	case "jobs-created":
-		return count("added", 1+rng.Intn(12))
+		// Pulls, not Jobs: a node's pull Job holds several, and an
+		// operation makes a third as many Jobs as with a Job per (image,
+		// node), often fewer than 12, and the wait would outlast it.
+		return count(1+rng.Intn(12), func(ev JobEvent) int {
+			if ev.Type == "added" {
+				return len(ev.Job.Images)
+			}
+			return 0
+		})
 	case "job-finished":
-		return count("finished", 1+rng.Intn(4))
+		// A Job whose work all has a result: it finished, or (a node's
+		// pull Job, under delete) the controller deleted it once every
+		// container had a result, often before kcm marked it finished.
+		settled := map[string]bool{}
+		return count(1+rng.Intn(4), func(ev JobEvent) int {
+			if (ev.Type == "finished" || ev.Type == "deleted") && !settled[ev.Job.UID] {
+				settled[ev.Job.UID] = true
+				return 1
+			}
+			return 0
+		})
 	case "jobs-deleted":
-		return count("deleted", 1)
+		return count(1, func(ev JobEvent) int {
+			if ev.Type == "deleted" {
+				return 1
+			}
+			return 0
+		})
 	default:
 		if _, err := Preflight(ctx, p); err != nil {
 			return false
