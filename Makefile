@@ -91,8 +91,8 @@ lint: ## go vet and gofmt check.
 .PHONY: test
 test: tools realnode-tools olm-e2e-tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
-	# ./... ran the ImageCache suite with a Job per (image, node), the default; once more with node pull Jobs.
-	E2E_PULL_JOB_GRANULARITY=node go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee -a $(CURDIR)/bin/test.log
+	# ./... ran the ImageCache suite with node pull Jobs, the default; once more with a Job per (image, node).
+	E2E_PULL_JOB_GRANULARITY=image go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee -a $(CURDIR)/bin/test.log
 	$(MAKE) bundle-validate fuzz run-smoke test-monitoring
 
 # The chart's alerts and dashboard, tested with Prometheus's own libraries in

@@ -136,7 +136,7 @@ func NewControllerOptions() *ControllerOptions {
 		MaxJobs:                 cli.PositiveInt{Value: 100, Min: 1},
 		MaxJobsPerNode:          cli.PositiveInt{Value: 2, Min: 1},
 		StartupTaintTimeout:     cli.Duration{Value: 10 * time.Minute, Min: time.Second},
-		PullJobs:                cli.NewEnum(string(jobs.PerImage), string(jobs.PerNode), string(jobs.PerImage)),
+		PullJobs:                cli.NewEnum(string(jobs.PerNode), string(jobs.PerNode), string(jobs.PerImage)),
 		Warnings:                warnings,
 	}
 }

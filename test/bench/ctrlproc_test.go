@@ -78,8 +78,8 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 		"--max-concurrent-jobs-per-node=" + strconv.Itoa(c.MaxJobsPerNode),
 		"--kube-api-qps=" + strconv.Itoa(c.QPS),
 		"--kube-api-burst=" + strconv.Itoa(c.Burst),
-		// Node Jobs are what issue 18's targets are about; they are not the
-		// controller's default yet (see README, "A node's pull Job").
+		// Node Jobs are what issue 18's targets are about: named, so that a
+		// change of the default does not change what is measured.
 		"--pull-job-granularity=node",
 	}
 	args = append(args, extra...)

@@ -206,7 +206,7 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--max-concurrent-jobs-per-node":  "2",
 		"--node-startup-taint":            "",
 		"--node-startup-taint-timeout":    "10m",
-		"--pull-job-granularity":          "image",
+		"--pull-job-granularity":          "node",
 		"--leader-elect":                  "true",
 		"--leader-election-namespace":     Namespace,
 		"--metrics-bind-address":          ":8080",
