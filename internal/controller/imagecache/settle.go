@@ -181,7 +181,7 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		}
 		// A node Job goes once every container has a result: before, it
 		// still pulls the others' images.
-		if left == 0 && obj != nil && !r.Config.Retain {
+		if left == 0 && obj != nil && !r.Config.KeepLatestJobs {
 			gone = append(gone, job)
 		}
 	}
@@ -252,7 +252,7 @@ func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) 
 	if len(names) == 0 {
 		return true
 	}
-	failed, first := inParallel(len(names), r.Config.CreateParallelism, func(i int) error {
+	failed, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i]}}
 		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})
