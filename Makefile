@@ -63,6 +63,8 @@ verify: ## Fail when generated files drift from their sources.
 	@echo "generated files match their sources"
 	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
 	@echo "the chart's README matches its values"
+	@go test -count=1 -run '^TestRBAC' ./test/golden >/dev/null || { echo "RBAC drift between the chart, config/rbac and the CSV:"; go test -count=1 -run '^TestRBAC' ./test/golden; exit 1; }
+	@echo "the chart's roles, config/rbac and the CSV's permissions agree"
 	@cd test/monitoring && go mod tidy -diff >/dev/null 2>&1 || { echo "test/monitoring/go.mod is not tidy (cd test/monitoring && go mod tidy):"; go mod tidy -diff; exit 1; }
 	@echo "test/monitoring's go.mod and go.sum are tidy"
 	@$(MAKE) -s bundle-verify
