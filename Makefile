@@ -22,7 +22,8 @@ GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/k
 
 # Pinned tool versions. Every tool is built from the Go module proxy into bin/
 # once and reused: a cold build takes many minutes, so nothing is rebuilt when
-# its binary is there.
+# its binary is there. kwok, controller-gen and kustomize carry their version
+# in their file name (versioned-tool below), so bumping one here rebuilds it.
 KUBE_VERSION ?= v1.35.4
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KWOK_VERSION ?= v0.8.0
@@ -205,14 +206,27 @@ $(LOCALBIN)/etcd:
 	mkdir -p $(LOCALBIN)
 	cd hack/tools/etcd && go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/etcd .
 
-$(LOCALBIN)/kwok:
-	GOBIN=$(LOCALBIN) go install -trimpath -ldflags='-s -w' sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+# versioned-tool NAME, VERSION, PACKAGE, FLAGS: `go install PACKAGE@VERSION`
+# into bin/NAME-VERSION, and bin/NAME a symlink to it. The version is in the
+# file's name, so a bumped VERSION names a file that is not there yet and is
+# built, while an unchanged one is found and reused. The symlink is checked
+# at every run (phony), not by time: going back to a version built before
+# must point it at that file again, though that file is the older one.
+# Scripts and tests keep calling bin/NAME.
+define versioned-tool
+$(LOCALBIN)/$(1)-$(2):
+	rm -rf $(LOCALBIN)/.install-$(1) && mkdir -p $(LOCALBIN)/.install-$(1)
+	GOBIN=$(LOCALBIN)/.install-$(1) go install $(4) $(3)@$(2)
+	mv $(LOCALBIN)/.install-$(1)/$(1) $$@ && rm -rf $(LOCALBIN)/.install-$(1)
 
-$(LOCALBIN)/controller-gen:
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+.PHONY: $(LOCALBIN)/$(1)
+$(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
+	@[ "$$$$(readlink $$@)" = "$(1)-$(2)" ] || { echo "bin/$(1) -> $(1)-$(2)"; ln -sfn $(1)-$(2) $$@; }
+endef
 
-$(LOCALBIN)/kustomize:
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+$(eval $(call versioned-tool,kwok,$(KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok,-trimpath -ldflags='-s -w'))
+$(eval $(call versioned-tool,controller-gen,$(CONTROLLER_GEN_VERSION),sigs.k8s.io/controller-tools/cmd/controller-gen))
+$(eval $(call versioned-tool,kustomize,$(KUSTOMIZE_VERSION),sigs.k8s.io/kustomize/kustomize/v5))
 
 # OLM bundle, kustomize deploy and operator-sdk targets.
 include hack/olm.mk
