@@ -22,12 +22,14 @@ GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/k
 
 # Pinned tool versions. Every tool is built from the Go module proxy into bin/
 # once and reused: a cold build takes many minutes, so nothing is rebuilt when
-# its binary is there.
+# its binary is there. kwok, controller-gen and kustomize carry their version
+# in their file name (versioned-tool below), so bumping one here rebuilds it.
 KUBE_VERSION ?= v1.35.4
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KWOK_VERSION ?= v0.8.0
 CONTROLLER_GEN_VERSION ?= v0.20.1
 KUSTOMIZE_VERSION ?= v5.8.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.21.4
 KUBE_VERSION_LDFLAGS = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean)
 
@@ -63,6 +65,8 @@ verify: ## Fail when generated files drift from their sources.
 	@echo "generated files match their sources"
 	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
 	@echo "the chart's README matches its values"
+	@go test -count=1 -run '^TestRBAC' ./test/golden >/dev/null || { echo "RBAC drift between the chart, config/rbac and the CSV:"; go test -count=1 -run '^TestRBAC' ./test/golden; exit 1; }
+	@echo "the chart's roles, config/rbac and the CSV's permissions agree"
 	@cd test/monitoring && go mod tidy -diff >/dev/null 2>&1 || { echo "test/monitoring/go.mod is not tidy (cd test/monitoring && go mod tidy):"; go mod tidy -diff; exit 1; }
 	@echo "test/monitoring's go.mod and go.sum are tidy"
 	@$(MAKE) -s bundle-verify
@@ -82,10 +86,12 @@ chart-readme: ## Write the chart's README.md from Chart.yaml, values.yaml and RE
 fmt: ## gofmt the tree.
 	gofmt -w $$(git ls-files '*.go')
 
+# golangci-lint runs go vet, gofmt and the few linters .golangci.yml
+# explains, on the main module; test/monitoring, a module of its own, gets
+# go vet.
 .PHONY: lint
-lint: ## go vet and gofmt check.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
+lint: $(LOCALBIN)/golangci-lint ## golangci-lint (vet, gofmt and the linters in .golangci.yml).
+	$(LOCALBIN)/golangci-lint run ./...
 	cd test/monitoring && go vet ./...
 
 .PHONY: test
@@ -203,14 +209,28 @@ $(LOCALBIN)/etcd:
 	mkdir -p $(LOCALBIN)
 	cd hack/tools/etcd && go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/etcd .
 
-$(LOCALBIN)/kwok:
-	GOBIN=$(LOCALBIN) go install -trimpath -ldflags='-s -w' sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+# versioned-tool NAME, VERSION, PACKAGE, FLAGS: `go install PACKAGE@VERSION`
+# into bin/NAME-VERSION, and bin/NAME a symlink to it. The version is in the
+# file's name, so a bumped VERSION names a file that is not there yet and is
+# built, while an unchanged one is found and reused. The symlink is checked
+# at every run (phony), not by time: going back to a version built before
+# must point it at that file again, though that file is the older one.
+# Scripts and tests keep calling bin/NAME.
+define versioned-tool
+$(LOCALBIN)/$(1)-$(2):
+	rm -rf $(LOCALBIN)/.install-$(1) && mkdir -p $(LOCALBIN)/.install-$(1)
+	GOBIN=$(LOCALBIN)/.install-$(1) go install $(4) $(3)@$(2)
+	mv $(LOCALBIN)/.install-$(1)/$(1) $$@ && rm -rf $(LOCALBIN)/.install-$(1)
 
-$(LOCALBIN)/controller-gen:
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+.PHONY: $(LOCALBIN)/$(1)
+$(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
+	@[ "$$$$(readlink $$@)" = "$(1)-$(2)" ] || { echo "bin/$(1) -> $(1)-$(2)"; ln -sfn $(1)-$(2) $$@; }
+endef
 
-$(LOCALBIN)/kustomize:
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+$(eval $(call versioned-tool,kwok,$(KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok,-trimpath -ldflags='-s -w'))
+$(eval $(call versioned-tool,controller-gen,$(CONTROLLER_GEN_VERSION),sigs.k8s.io/controller-tools/cmd/controller-gen))
+$(eval $(call versioned-tool,kustomize,$(KUSTOMIZE_VERSION),sigs.k8s.io/kustomize/kustomize/v5))
+$(eval $(call versioned-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),github.com/golangci/golangci-lint/v2/cmd/golangci-lint))
 
 # OLM bundle, kustomize deploy and operator-sdk targets.
 include hack/olm.mk

@@ -18,14 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -347,10 +345,10 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		Recorder:  mgr.GetEventRecorderFor("kubefledged-controller"),
 		Ready:     clean.Done(),
 		Config: imagecache.Config{
-			Deadline:     o.Deadline.Value,
-			RefreshEvery: o.RefreshEvery.Value,
-			Retain:       o.Retention.Value == "retain",
-			AlwaysPull:   o.PullPolicy.Value == string(corev1.PullAlways),
+			Deadline:       o.Deadline.Value,
+			RefreshEvery:   o.RefreshEvery.Value,
+			KeepLatestJobs: o.Retention.Value == "retain",
+			AlwaysPull:     o.PullPolicy.Value == string(corev1.PullAlways),
 			Jobs: jobs.Options{
 				HelperImage:        o.HelperImage,
 				PullPolicy:         corev1.PullPolicy(o.PullPolicy.Value),
@@ -422,37 +420,4 @@ func protobufClient(cfg *rest.Config) (*kubernetes.Clientset, error) {
 	pb.ContentType = runtime.ContentTypeProtobuf
 	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return kubernetes.NewForConfig(pb)
-}
-
-func setupLogging(level string, verbosity int, w io.Writer) {
-	opts := zap.Options{Development: false, DestWriter: w}
-	switch {
-	case level == "debug" || verbosity >= 4:
-		opts.Development = true
-	}
-	l := zap.New(zap.UseFlagOptions(&opts))
-	if level == "error" {
-		l = zap.New(zap.UseFlagOptions(&opts), zap.Level(zapErrorLevel()))
-	}
-	ctrl.SetLogger(l)
-}
-
-// restConfig loads the cluster config: --kubeconfig, else in-cluster, else
-// $KUBECONFIG or ~/.kube/config.
-func restConfig(kubeconfig, master string) (*rest.Config, error) {
-	if kubeconfig == "" && master == "" {
-		if cfg, err := rest.InClusterConfig(); err == nil {
-			return cfg, nil
-		}
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{ClusterInfo: clientcmdClusterOverride(master)}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no cluster to talk to: %w", err)
-	}
-	return cfg, nil
 }

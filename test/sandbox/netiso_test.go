@@ -158,7 +158,7 @@ func createConfigMap(t *testing.T, c kubernetes.Interface, ns string) (time.Dura
 // fastestOf3 makes the same call three times and returns the quickest, with its error:
 // one slow call on a loaded two-core machine is noise, three calls each waiting out a
 // remote timeout (10 s) are the defect.
-func fastestOf3(call func() (time.Duration, error)) (time.Duration, error, []time.Duration) {
+func fastestOf3(call func() (time.Duration, error)) (time.Duration, []time.Duration, error) {
 	var best time.Duration
 	var bestErr error
 	var all []time.Duration
@@ -169,7 +169,7 @@ func fastestOf3(call func() (time.Duration, error)) (time.Duration, error, []tim
 			best, bestErr = took, err
 		}
 	}
-	return best, bestErr, all
+	return best, all, bestErr
 }
 
 // A webhook whose Service has no endpoint, or only a kwok pod's made-up IP, must fail the
@@ -251,18 +251,18 @@ func TestWebhookServiceFailsLocally(t *testing.T) {
 		return lastErr
 	}, 30*time.Second, 100*time.Millisecond).Should(HaveOccurred(), "the webhook never took effect")
 
-	took, err, all := fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsFail) })
+	took, all, err := fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsFail) })
 	t.Logf("failurePolicy Fail, Service without endpoints: rejected in %v: %v", all, err)
 	g.Expect(err).To(MatchError(ContainSubstring(`no endpoints available for service "no-endpoints"`)))
 	g.Expect(took).To(BeNumerically("<", localFailure))
 
-	took, err, all = fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsIgnore) })
+	took, all, err = fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsIgnore) })
 	t.Logf("failurePolicy Ignore, Service without endpoints: admitted in %v", all)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(took).To(BeNumerically("<", localFailure))
 
 	if nsKwok != "" {
-		took, err, all = fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsKwok) })
+		took, all, err = fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsKwok) })
 		t.Logf("failurePolicy Fail, Service on a kwok pod: rejected in %v: %v", all, err)
 		g.Expect(err).To(MatchError(ContainSubstring("no route to host")))
 		g.Expect(took).To(BeNumerically("<", localFailure))

@@ -75,7 +75,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	creates := r.group(cache, op, todo)
 	owner := jobs.Owner{Cache: cache, Operation: op.id}
 	errs := make([]error, len(creates))
-	_, _ = inParallel(len(creates), r.Config.CreateParallelism, func(k int) error {
+	_, _ = inParallel(len(creates), r.Config.WriteParallelism, func(k int) error {
 		var job *batchv1.Job
 		var err error
 		if ps, ok := op.pairsOf[creates[k]]; ok {

@@ -267,10 +267,10 @@ func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, ki
 // delete: all go, with their pods, whatever their result; each went when it
 // was settled, so only what that may have missed is swept now. retain: all
 // stay, running ones included, labelled with their result for
-// `kubectl get jobs -l`, until their pair runs again (replaceRetained) or
+// `kubectl get jobs -l`, until their pair runs again (deleteReplacedJobs) or
 // the controller restarts.
 func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
-	if !r.Config.Retain {
+	if !r.Config.KeepLatestJobs {
 		if !op.sweep {
 			return nil
 		}
@@ -292,7 +292,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCa
 		}
 		outcome[job] = worse(before, o, seen)
 	}
-	_, first := inParallel(len(names), r.Config.CreateParallelism, func(i int) error {
+	_, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
 		return r.labelResult(ctx, cache.Namespace, names[i], outcome[names[i]])
 	})
 	return first

@@ -144,7 +144,7 @@ func TestNodeJobAtTheDeadline(t *testing.T) {
 // failure, until that node pulls again; another node's Job stays then.
 func TestRetainedNodeJobReplacedWithItsNode(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{PullJobs: jobs.PerNode, Retain: true}, node("a"), node("b"), imageCache("c", "nginx:1.25", missing))
+	h := newHarness(t, Config{PullJobs: jobs.PerNode, KeepLatestJobs: true}, node("a"), node("b"), imageCache("c", "nginx:1.25", missing))
 	h.settleDown("c")
 	ja, jb := h.nodeJob("c", "a"), h.nodeJob("c", "b")
 	for _, j := range []*batchv1.Job{ja, jb} {

@@ -38,8 +38,10 @@ type Config struct {
 	Deadline time.Duration
 	// RefreshEvery is --image-cache-refresh-frequency (0: off).
 	RefreshEvery time.Duration
-	// Retain is --job-retention-policy=retain.
-	Retain bool
+	// KeepLatestJobs is --job-retention-policy=retain: a settled Job stays
+	// for the user to look at until its (image, node) pair, or its node for
+	// a node Job, runs again, when it is deleted (deleteReplacedJobs).
+	KeepLatestJobs bool
 	// AlwaysPull is --image-pull-policy=Always.
 	AlwaysPull bool
 	Jobs       jobs.Options
@@ -49,8 +51,9 @@ type Config struct {
 	// MaxJobs and MaxJobsPerNode are --max-concurrent-jobs and
 	// --max-concurrent-jobs-per-node (0: no cap).
 	MaxJobs, MaxJobsPerNode int
-	// CreateParallelism bounds the API calls one reconcile sends at once.
-	CreateParallelism int
+	// WriteParallelism bounds the API writes one reconcile sends at once:
+	// Job creates, deletes and patches alike.
+	WriteParallelism int
 	// MaxConcurrentReconciles is how many caches are worked on at once.
 	MaxConcurrentReconciles int
 	// StatusInterval is the least time between two progress writes of one
@@ -132,8 +135,8 @@ func (r *Reconciler) init() {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	if r.Config.CreateParallelism <= 0 {
-		r.Config.CreateParallelism = 16
+	if r.Config.WriteParallelism <= 0 {
+		r.Config.WriteParallelism = 16
 	}
 	if r.Config.MaxConcurrentReconciles <= 0 {
 		r.Config.MaxConcurrentReconciles = 4

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -30,41 +29,6 @@ const eventLookups = 100
 // so that Job status written at the very deadline is seen.
 const deadlineSlack = 500 * time.Millisecond
 
-// progress creates what the caps allow, settles what finished, writes
-// progress now and then, and finishes the operation once all is settled.
-func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
-	if op.final != nil {
-		return r.finish(ctx, cache, op)
-	}
-	retry := r.createJobs(ctx, cache, op)
-	next, err := r.settle(ctx, cache, op)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if op.final != nil {
-		return r.finish(ctx, cache, op)
-	}
-	// Settling may have freed slots for this very operation; a create
-	// being retried has its own time.
-	if op.counts.Waiting > 0 && op.counts.InFlight == 0 && retry == 0 {
-		next = 0
-	}
-	if retry > 0 && (next == 0 || retry < next) {
-		next = retry
-	}
-	wait, err := r.writeProgress(ctx, cache, op)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if wait > 0 && (next == 0 || wait < next) {
-		next = wait
-	}
-	if next <= 0 {
-		next = time.Second
-	}
-	return ctrl.Result{RequeueAfter: next}, nil
-}
-
 // settle fixes the outcome of each Job that finished or reached its deadline
 // (releasing its slot), deletes it under the delete policy, updates the
 // counts, and fixes the final results once nothing is left. It returns when
@@ -76,172 +40,233 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 // changed; reading all 10,000 Jobs of an operation at each of its events was
 // most of the controller's CPU.
 func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (time.Duration, error) {
-	now := r.Clock.Now()
-	key := client.ObjectKeyFromObject(cache)
-	look := r.ops.takeChanged(key)
-	if look == nil {
-		look = map[string]bool{}
-	}
-	for name := range op.unseen {
-		look[name] = true
-	}
-	clear(op.unseen)
-	scan := !op.nextDeadline.IsZero() && !now.Before(op.nextDeadline)
-
-	var pods map[string][]corev1.Pod
-	podsOf := func(job string) []corev1.Pod {
-		if pods == nil {
-			pods = r.listPods(ctx, cache.Namespace, op.id)
-		}
-		return pods[job]
-	}
-	var gone, settledNow []string
-	lookups := 0
-	// settleJob settles what it can of the pairs of one Job: a Job per
-	// (image, node) from its own status, a node Job container by
-	// container, since it ends only once all of them have.
-	settleJob := func(job string) {
-		pairs := op.pairs(job)
-		var open []int
-		for _, i := range pairs {
-			name := op.names[i]
-			if _, done := op.settled[name]; done {
-				continue
-			}
-			if _, ok := op.createdAt[name]; !ok {
-				return // waiting for a slot: no deadline runs yet
-			}
-			open = append(open, i)
-		}
-		if len(open) == 0 {
-			return
-		}
-		expired := !now.Before(op.createdAt[op.names[open[0]]].Add(r.Config.Deadline))
-		obj := r.Jobs.Get(cache.Namespace, job)
-		outs := make([]results.Outcome, len(open))
-		_, perNode := op.pairsOf[job]
-		switch {
-		case obj == nil && !expired:
-			// Not in the cache yet, or deleted by someone: the deadline tells.
-		case obj == nil:
-			for k := range outs {
-				outs[k] = results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted", Message: "Job " + job + " was deleted before it finished"}
-			}
-			// Gone from the cache, maybe not from the cluster: the end of
-			// the operation makes sure.
-			op.sweep = true
-		case perNode:
-			// Containers finish one by one while the Job runs: its pod,
-			// not its status, tells how each went.
-			jobPods := podsOf(job)
-			var events []corev1.Event
-			if expired && lookups < eventLookups && len(jobPods) > 0 {
-				lookups++
-				events = r.podEvents(ctx, cache.Namespace, jobPods)
-			}
-			containers := make([]string, len(open))
-			for k, i := range open {
-				containers[k] = jobs.ContainerName(slices.Index(pairs, i))
-			}
-			outs = results.Containers(obj, jobPods, containers, expired, events)
-		default:
-			o := results.FromJob(obj, nil)
-			if o.State == results.Failed {
-				o = results.FromJob(obj, podsOf(job))
-			}
-			if o.State == results.Pending && expired {
-				var events []corev1.Event
-				jobPods := podsOf(job)
-				if lookups < eventLookups && len(jobPods) > 0 {
-					lookups++
-					events = r.podEvents(ctx, cache.Namespace, jobPods)
-				}
-				o = results.AtDeadline(obj, jobPods, events)
-			}
-			outs[0] = o
-		}
-		left := len(open)
-		for k, i := range open {
-			o := outs[k]
-			if o.State == results.Pending {
-				continue
-			}
-			left--
-			name := op.names[i]
-			op.settled[name] = o
-			observe(op.work[i].Kind, o, perNode)
-			settledNow = append(settledNow, name)
-		}
-		if left == 0 && perNode {
-			var all results.Outcome
-			for k, i := range pairs {
-				all = worse(all, op.settled[op.names[i]], k > 0)
-			}
-			observeJob(jobs.Pull, all)
-		}
-		// A node Job goes once every container has a result: before, it
-		// still pulls the others' images.
-		if left == 0 && obj != nil && !r.Config.Retain {
-			gone = append(gone, job)
-		}
-	}
-	if scan {
-		op.nextDeadline = time.Time{}
-		looked := map[string]bool{}
-		for _, name := range op.names {
-			if _, done := op.settled[name]; done {
-				continue
-			}
-			job := op.job(name)
-			if !looked[job] {
-				looked[job] = true
-				settleJob(job)
-			}
-			if _, done := op.settled[name]; done {
-				continue
-			}
-			if created, ok := op.createdAt[name]; ok {
-				if d := created.Add(r.Config.Deadline); op.nextDeadline.IsZero() || d.Before(op.nextDeadline) {
-					op.nextDeadline = d
-				}
-			}
-		}
+	s := &settlement{r: r, ctx: ctx, cache: cache, op: op, now: r.Clock.Now(), key: client.ObjectKeyFromObject(cache)}
+	changed := s.changed()
+	if !op.nextDeadline.IsZero() && !s.now.Before(op.nextDeadline) {
+		s.scanAll()
 	} else {
-		for job := range look {
-			settleJob(job)
+		for job := range changed {
+			s.settleJob(job)
 		}
 	}
-	// With the delete policy a settled Job goes at once: its result is
-	// known, and the end of a large operation has no mass deletion left to
-	// wait for. Its slot is freed only then, so that a Job still running at
-	// its deadline is gone before another cache's Job takes its place: what
-	// runs in the cluster stays within the caps.
-	if !r.deleteJobs(ctx, cache.Namespace, gone) {
-		op.sweep = true
-	}
-	for _, name := range settledNow {
-		if node, ok := op.holding[name]; ok {
-			delete(op.holding, name)
-			r.limiter.Release(key, node)
-		}
-	}
-	r.settleHeld(key, op, settledNow)
-	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
-	op.counts = countsOf(op)
+	s.release()
 	if len(op.settled) < len(op.names) {
 		var next time.Duration
 		if !op.nextDeadline.IsZero() {
-			next = op.nextDeadline.Sub(now) + deadlineSlack
+			next = op.nextDeadline.Sub(s.now) + deadlineSlack
 		}
 		return next, nil
 	}
+	op.final = finalOf(op)
+	return 0, nil
+}
+
+// settlement is one settle of one operation: what it read (pods, events)
+// and what it settled, for the steps that follow.
+type settlement struct {
+	r     *Reconciler
+	ctx   context.Context
+	cache *v1alpha2.ImageCache
+	op    *operation
+	now   time.Time
+	key   client.ObjectKey
+
+	// pods are the operation's pods by Job, listed at the first need.
+	pods map[string][]corev1.Pod
+	// lookups counts the pods' event reads, bounded by eventLookups.
+	lookups int
+	// gone are the settled Jobs to delete; settled the pairs settled now.
+	gone, settled []string
+}
+
+// changed are the Jobs with events since the last settle and those created
+// since; it takes them, so the next settle starts afresh.
+func (s *settlement) changed() map[string]bool {
+	look := s.r.ops.takeChanged(s.key)
+	if look == nil {
+		look = map[string]bool{}
+	}
+	for name := range s.op.unseen {
+		look[name] = true
+	}
+	clear(s.op.unseen)
+	return look
+}
+
+// scanAll settles every unsettled Job, once a deadline has passed, and
+// notes when the next one falls.
+func (s *settlement) scanAll() {
+	op := s.op
+	op.nextDeadline = time.Time{}
+	looked := map[string]bool{}
+	for _, name := range op.names {
+		if _, done := op.settled[name]; done {
+			continue
+		}
+		job := op.job(name)
+		if !looked[job] {
+			looked[job] = true
+			s.settleJob(job)
+		}
+		if _, done := op.settled[name]; done {
+			continue
+		}
+		if created, ok := op.createdAt[name]; ok {
+			if d := created.Add(s.r.Config.Deadline); op.nextDeadline.IsZero() || d.Before(op.nextDeadline) {
+				op.nextDeadline = d
+			}
+		}
+	}
+}
+
+// settleJob settles what it can of the pairs of one Job: a Job per
+// (image, node) from its own status, a node Job container by container,
+// since it ends only once all of them have.
+func (s *settlement) settleJob(job string) {
+	op := s.op
+	pairs := op.pairs(job)
+	open := s.openPairs(pairs)
+	if len(open) == 0 {
+		return
+	}
+	expired := !s.now.Before(op.createdAt[op.names[open[0]]].Add(s.r.Config.Deadline))
+	obj := s.r.Jobs.Get(s.cache.Namespace, job)
+	_, perNode := op.pairsOf[job]
+	outs := s.outcomes(job, obj, pairs, open, expired, perNode)
+	left := len(open)
+	for k, i := range open {
+		o := outs[k]
+		if o.State == results.Pending {
+			continue
+		}
+		left--
+		name := op.names[i]
+		op.settled[name] = o
+		observe(op.work[i].Kind, o, perNode)
+		s.settled = append(s.settled, name)
+	}
+	if left == 0 && perNode {
+		var all results.Outcome
+		for k, i := range pairs {
+			all = worse(all, op.settled[op.names[i]], k > 0)
+		}
+		observeJob(jobs.Pull, all)
+	}
+	// A node Job goes once every container has a result: before, it
+	// still pulls the others' images.
+	if left == 0 && obj != nil && !s.r.Config.KeepLatestJobs {
+		s.gone = append(s.gone, job)
+	}
+}
+
+// openPairs are the Job's pairs not settled yet; none while one of them
+// waits for a slot, since no deadline runs before the Job exists.
+func (s *settlement) openPairs(pairs []int) []int {
+	var open []int
+	for _, i := range pairs {
+		name := s.op.names[i]
+		if _, done := s.op.settled[name]; done {
+			continue
+		}
+		if _, ok := s.op.createdAt[name]; !ok {
+			return nil
+		}
+		open = append(open, i)
+	}
+	return open
+}
+
+// outcomes reads the outcome of each open pair of one Job (obj, nil when
+// the Job is not in the cache); Pending leaves a pair open.
+func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, expired, perNode bool) []results.Outcome {
+	outs := make([]results.Outcome, len(open))
+	switch {
+	case obj == nil && !expired:
+		// Not in the cache yet, or deleted by someone: the deadline tells.
+	case obj == nil:
+		for k := range outs {
+			outs[k] = results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted", Message: "Job " + job + " was deleted before it finished"}
+		}
+		// Gone from the cache, maybe not from the cluster: the end of
+		// the operation makes sure.
+		s.op.sweep = true
+	case perNode:
+		// Containers finish one by one while the Job runs: its pod,
+		// not its status, tells how each went.
+		jobPods := s.podsOf(job)
+		var events []corev1.Event
+		if expired {
+			events = s.eventsOf(jobPods)
+		}
+		containers := make([]string, len(open))
+		for k, i := range open {
+			containers[k] = jobs.ContainerName(slices.Index(pairs, i))
+		}
+		outs = results.Containers(obj, jobPods, containers, expired, events)
+	default:
+		o := results.FromJob(obj, nil)
+		if o.State == results.Failed {
+			o = results.FromJob(obj, s.podsOf(job))
+		}
+		if o.State == results.Pending && expired {
+			jobPods := s.podsOf(job)
+			o = results.AtDeadline(obj, jobPods, s.eventsOf(jobPods))
+		}
+		outs[0] = o
+	}
+	return outs
+}
+
+// podsOf are the pods of one Job of the operation.
+func (s *settlement) podsOf(job string) []corev1.Pod {
+	if s.pods == nil {
+		s.pods = s.r.listPods(s.ctx, s.cache.Namespace, s.op.id)
+	}
+	return s.pods[job]
+}
+
+// eventsOf are the events of a Job's pods, to explain a pull that reached
+// its deadline; none once the settle has read eventLookups pods' events.
+func (s *settlement) eventsOf(jobPods []corev1.Pod) []corev1.Event {
+	if s.lookups >= eventLookups || len(jobPods) == 0 {
+		return nil
+	}
+	s.lookups++
+	return s.r.podEvents(s.ctx, s.cache.Namespace, jobPods)
+}
+
+// release deletes the Jobs settled under the delete policy and frees the
+// slots of the pairs settled now.
+//
+// With the delete policy a settled Job goes at once: its result is known,
+// and the end of a large operation has no mass deletion left to wait for.
+// Its slot is freed only then, so that a Job still running at its deadline
+// is gone before another cache's Job takes its place: what runs in the
+// cluster stays within the caps.
+func (s *settlement) release() {
+	r, op := s.r, s.op
+	if !r.deleteJobs(s.ctx, s.cache.Namespace, s.gone) {
+		op.sweep = true
+	}
+	for _, name := range s.settled {
+		if node, ok := op.holding[name]; ok {
+			delete(op.holding, name)
+			r.limiter.Release(s.key, node)
+		}
+	}
+	r.settleHeld(s.key, op, s.settled)
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	op.counts = countsOf(op)
+}
+
+// finalOf is the operation's final state once every pair is settled.
+func finalOf(op *operation) *finalState {
 	items := append([]results.Item{}, op.unstarted...)
 	for i, name := range op.names {
 		w := op.work[i]
 		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: op.settled[name]})
 	}
-	op.final = &finalState{items: items, summary: results.Summarise(items, op.present, op.kind == plan.Purge)}
-	return 0, nil
+	return &finalState{items: items, summary: results.Summarise(items, op.present, op.kind == plan.Purge)}
 }
 
 // deleteJobs deletes settled Jobs, their pods in the background, a few calls
@@ -252,7 +277,7 @@ func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) 
 	if len(names) == 0 {
 		return true
 	}
-	failed, first := inParallel(len(names), r.Config.CreateParallelism, func(i int) error {
+	failed, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i]}}
 		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})

@@ -65,7 +65,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		Op: kind, Spec: spec, Prior: podimages.Prior(cache.Status.ProcessedSpec, cache.Status.PodImages, record),
 		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only, StartupTaint: r.Config.StartupTaint,
 	})
-	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
+	if err := r.deleteReplacedJobs(ctx, cache, p.Work); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -209,7 +209,7 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	p := plan.Build(plan.Input{Op: plan.NewNodes, Spec: op.spec, Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: joined,
 		StartupTaint: r.Config.StartupTaint})
-	if err := r.replaceRetained(ctx, cache, p.Work); err != nil {
+	if err := r.deleteReplacedJobs(ctx, cache, p.Work); err != nil {
 		return err
 	}
 	for n := range joined {

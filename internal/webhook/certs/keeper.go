@@ -218,7 +218,7 @@ func (k *Keeper) Sync(ctx context.Context) (time.Time, error) {
 		k.mu.Unlock()
 		return step.Wake, nil
 	}
-	return time.Time{}, fmt.Errorf("Secret %s/%s kept changing under %d attempts", k.cfg.Namespace, k.cfg.SecretName, attempts)
+	return time.Time{}, fmt.Errorf("the Secret %s/%s kept changing under %d attempts", k.cfg.Namespace, k.cfg.SecretName, attempts)
 }
 
 func (k *Keeper) getConfiguration(ctx context.Context) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {

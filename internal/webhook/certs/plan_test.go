@@ -20,12 +20,6 @@ func mustPlan(g *WithT, now time.Time, cur *Material, trusted time.Time) Step {
 	return s
 }
 
-func certOf(g *WithT, pemBytes []byte) string {
-	c, err := parseCert(pemBytes)
-	g.Expect(err).NotTo(HaveOccurred())
-	return Fingerprint(c)
-}
-
 func TestPlanFirstIssue(t *testing.T) {
 	g := NewWithT(t)
 	s := mustPlan(g, t0, nil, time.Time{})

@@ -17,7 +17,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,11 +57,10 @@ var scheme = func() *runtime.Scheme {
 
 // world is the sandbox with both CRDs and both components' RBAC applied.
 type world struct {
-	root   string
-	admin  client.Client
-	kube   kubernetes.Interface
-	chart  golden.Rendered // the chart with default values
-	roleOf map[string]*rbacv1.ClusterRole
+	root  string
+	admin client.Client
+	kube  kubernetes.Interface
+	chart golden.Rendered // the chart with default values
 }
 
 var (

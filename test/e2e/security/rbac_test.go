@@ -3,8 +3,6 @@ package security
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -337,46 +335,6 @@ func TestRenderedBindingsGrantNoGroups(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestBundlePermissionsMatchConfig: OLM installs the CSV's permissions, not
-// config/rbac; the two must not drift apart.
-func TestBundlePermissionsMatchConfig(t *testing.T) {
-	w := setup(t)
-	files, _ := filepath.Glob(filepath.Join(w.root, "bundle", "manifests", "*.clusterserviceversion.yaml"))
-	if len(files) == 0 {
-		t.Skip("no bundle CSV")
-	}
-	g := NewWithT(t)
-	raw, err := os.ReadFile(files[0])
-	g.Expect(err).NotTo(HaveOccurred())
-	var csv struct {
-		Spec struct {
-			Install struct {
-				Spec struct {
-					ClusterPermissions []struct {
-						Rules []rbacv1.PolicyRule `json:"rules"`
-					} `json:"clusterPermissions"`
-					Permissions []struct {
-						Rules []rbacv1.PolicyRule `json:"rules"`
-					} `json:"permissions"`
-				} `json:"spec"`
-			} `json:"install"`
-		} `json:"spec"`
-	}
-	g.Expect(yaml.Unmarshal(raw, &csv)).To(Succeed())
-	rulesOf := func(f string) []rbacv1.PolicyRule {
-		raw, err := os.ReadFile(filepath.Join(w.root, "config", "rbac", f))
-		g.Expect(err).NotTo(HaveOccurred())
-		r := &rbacv1.ClusterRole{}
-		g.Expect(yaml.Unmarshal(raw, r)).To(Succeed())
-		return r.Rules
-	}
-	inst := csv.Spec.Install.Spec
-	g.Expect(inst.ClusterPermissions).To(HaveLen(1))
-	g.Expect(inst.ClusterPermissions[0].Rules).To(Equal(rulesOf("role.yaml")), "CSV clusterPermissions vs config/rbac/role.yaml")
-	g.Expect(inst.Permissions).To(HaveLen(1))
-	g.Expect(inst.Permissions[0].Rules).To(Equal(rulesOf("leader_election_role.yaml")), "CSV permissions vs config/rbac/leader_election_role.yaml")
 }
 
 // checkRole checks needs (allowed), denied (refused) and, through rules

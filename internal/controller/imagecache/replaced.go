@@ -13,14 +13,14 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
-// replaceRetained deletes, under the retain policy, the kept Jobs of the
+// deleteReplacedJobs deletes, under the retain policy, the kept Jobs of the
 // cache whose (image, node) pair the work is about to run again, and the
-// kept node Jobs of the nodes it works on, before any new Job exists. The rest stay: a user retained them to look at them, and a
-// new-node operation on one node says nothing new about the others. So a
+// kept node Jobs of the nodes it works on, before any new Job exists. The
+// rest stay: a user retained them to look at them, and a new-node operation on one node says nothing new about the others. So a
 // cache keeps at most one Job per pair, the latest; a restart's clean-up
 // still deletes them all.
-func (r *Reconciler) replaceRetained(ctx context.Context, cache *v1alpha2.ImageCache, work []jobs.Work) error {
-	if !r.Config.Retain || len(work) == 0 {
+func (r *Reconciler) deleteReplacedJobs(ctx context.Context, cache *v1alpha2.ImageCache, work []jobs.Work) error {
+	if !r.Config.KeepLatestJobs || len(work) == 0 {
 		return nil
 	}
 	pairs := make(map[string]bool, len(work))
@@ -58,7 +58,7 @@ func (r *Reconciler) replaceRetained(ctx context.Context, cache *v1alpha2.ImageC
 	if len(stale) == 0 {
 		return nil
 	}
-	_, first := inParallel(len(stale), r.Config.CreateParallelism, func(i int) error {
+	_, first := inParallel(len(stale), r.Config.WriteParallelism, func(i int) error {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cache.Namespace, Name: stale[i]}}
 		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})

@@ -1,4 +1,4 @@
-package operator
+package crdgen
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/internal/operator"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/test/golden"
 )
@@ -55,7 +56,7 @@ func internalCRD(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *a
 func TestKubeFledgedCRDIsValid(t *testing.T) {
 	crd := chartCRD(t)
 	// The API server fills storedVersions; validation wants it.
-	crd.Status.StoredVersions = []string{KubeFledgedGVK.Version}
+	crd.Status.StoredVersions = []string{operator.KubeFledgedGVK.Version}
 	in := internalCRD(t, crd)
 	if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), in); len(errs) > 0 {
 		for _, e := range errs {
@@ -95,8 +96,8 @@ func newSpecChecker(t *testing.T) specChecker {
 
 func (c specChecker) check(spec map[string]interface{}) []string {
 	obj := map[string]interface{}{
-		"apiVersion": KubeFledgedGVK.GroupVersion().String(),
-		"kind":       KubeFledgedGVK.Kind,
+		"apiVersion": operator.KubeFledgedGVK.GroupVersion().String(),
+		"kind":       operator.KubeFledgedGVK.Kind,
 		"metadata":   map[string]interface{}{"name": "x", "namespace": "y"},
 		"spec":       runtimeJSON(spec),
 	}
@@ -108,6 +109,16 @@ func (c specChecker) check(spec map[string]interface{}) []string {
 		out = append(out, "unknown field "+p)
 	}
 	return out
+}
+
+// checkYAML checks a spec written as YAML; one that does not parse is
+// refused with the parser's error.
+func (c specChecker) checkYAML(spec string) []string {
+	m := map[string]interface{}{}
+	if err := yaml.Unmarshal([]byte(spec), &m); err != nil {
+		return []string{err.Error()}
+	}
+	return c.check(m)
 }
 
 // runtimeJSON makes numbers int64 where whole, as the API server's decoder
@@ -154,7 +165,7 @@ func TestCRDAcceptsWhatTheChartAccepts(t *testing.T) {
 			t.Errorf("%s refused: %v", filepath.Base(f), errs)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
+	raw, err := os.ReadFile(filepath.Join(golden.ChartDir(), "..", "..", "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,13 +173,17 @@ func TestCRDAcceptsWhatTheChartAccepts(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &sample); err != nil {
 		t.Fatal(err)
 	}
-	if sample["apiVersion"] != KubeFledgedGVK.GroupVersion().String() || sample["kind"] != KubeFledgedGVK.Kind {
+	if sample["apiVersion"] != operator.KubeFledgedGVK.GroupVersion().String() || sample["kind"] != operator.KubeFledgedGVK.Kind {
 		t.Errorf("sample is a %v %v", sample["apiVersion"], sample["kind"])
 	}
 	if errs := c.check(sample["spec"].(map[string]interface{})); len(errs) > 0 {
 		t.Errorf("sample refused: %v", errs)
 	}
-	if _, err := golden.Render(loadChart(t), sample["spec"].(map[string]interface{})); err != nil {
+	chart, err := golden.LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := golden.Render(chart, sample["spec"].(map[string]interface{})); err != nil {
 		t.Errorf("sample does not render: %v", err)
 	}
 }
@@ -240,7 +255,7 @@ func TestCRDRefusesBadPodValues(t *testing.T) {
 		"topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]",
 		"securityContext: {capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}",
 	} {
-		if errs := c.check(parse(t, ok)); len(errs) > 0 {
+		if errs := c.checkYAML(ok); len(errs) > 0 {
 			t.Errorf("%s refused: %v", ok, errs)
 		}
 	}
@@ -250,7 +265,7 @@ func TestCRDRefusesBadPodValues(t *testing.T) {
 func refuses(t *testing.T, c specChecker, cases []struct{ spec, want string }) {
 	t.Helper()
 	for _, tt := range cases {
-		errs := c.check(parse(t, tt.spec))
+		errs := c.checkYAML(tt.spec)
 		if !strings.Contains(strings.Join(errs, "\n"), tt.want) {
 			t.Errorf("%s: got %v, want %q", tt.spec, errs, tt.want)
 		}

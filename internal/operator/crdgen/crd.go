@@ -1,4 +1,8 @@
-package operator
+// Package crdgen builds the KubeFledged CRD from the chart's values.schema.json.
+// It runs at build time (hack/gen-kubefledged-crd, from `make manifests`),
+// never in the operator, so it is a package of its own: the operator's binary
+// carries none of it, and the operator's package holds only what runs.
+package crdgen
 
 import (
 	"bytes"
@@ -9,11 +13,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
 
-// KubeFledgedGVK is the kind whose spec is the kube-fledged chart's values.
-var KubeFledgedGVK = schema.GroupVersionKind{Group: "charts.helm.kubefledged.io", Version: "v1alpha2", Kind: "KubeFledged"}
+	"github.com/kubefledged/kube-fledged/internal/operator"
+)
 
 // KubeFledgedCRD builds the KubeFledged CRD from the chart's
 // values.schema.json, so that the API server refuses at admission what Helm
@@ -69,20 +71,20 @@ func KubeFledgedCRD(valuesSchema []byte) (*apiextensionsv1.CustomResourceDefinit
 	return &apiextensionsv1.CustomResourceDefinition{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "kubefledgeds." + KubeFledgedGVK.Group,
+			Name: "kubefledgeds." + operator.KubeFledgedGVK.Group,
 		},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: KubeFledgedGVK.Group,
+			Group: operator.KubeFledgedGVK.Group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Kind:       KubeFledgedGVK.Kind,
-				ListKind:   KubeFledgedGVK.Kind + "List",
+				Kind:       operator.KubeFledgedGVK.Kind,
+				ListKind:   operator.KubeFledgedGVK.Kind + "List",
 				Plural:     "kubefledgeds",
 				Singular:   "kubefledged",
 				Categories: []string{"kubefledged"},
 			},
 			Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name:    KubeFledgedGVK.Version,
+				Name:    operator.KubeFledgedGVK.Version,
 				Served:  true,
 				Storage: true,
 				Subresources: &apiextensionsv1.CustomResourceSubresources{

@@ -1,0 +1,45 @@
+package imagecache
+
+import (
+	"context"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+)
+
+// progress creates what the caps allow, settles what finished, writes
+// progress now and then, and finishes the operation once all is settled.
+func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
+	if op.final != nil {
+		return r.finish(ctx, cache, op)
+	}
+	retry := r.createJobs(ctx, cache, op)
+	next, err := r.settle(ctx, cache, op)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if op.final != nil {
+		return r.finish(ctx, cache, op)
+	}
+	// Settling may have freed slots for this very operation; a create
+	// being retried has its own time.
+	if op.counts.Waiting > 0 && op.counts.InFlight == 0 && retry == 0 {
+		next = 0
+	}
+	if retry > 0 && (next == 0 || retry < next) {
+		next = retry
+	}
+	wait, err := r.writeProgress(ctx, cache, op)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait > 0 && (next == 0 || wait < next) {
+		next = wait
+	}
+	if next <= 0 {
+		next = time.Second
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
