@@ -26,7 +26,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -34,10 +33,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -146,22 +146,6 @@ type env struct {
 	seq        int
 }
 
-// repoRoot is the first directory above the package holding go.mod.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s", wd)
-		}
-	}
-}
-
 // benchProfile is the control plane the benchmark runs on: kcm's and the
 // scheduler's stock settings, the ones managed clusters run and their users
 // cannot change, unless SANDBOX_PROFILE says otherwise (tuned: kcm's Job
@@ -181,7 +165,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +324,7 @@ func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options,
 	if e.floorC, err = kubernetes.NewForConfig(fc); err != nil {
 		return err
 	}
-	if err := e.installCRD(ctx); err != nil {
+	if err := framework.InstallCRDs(ctx, e.sb.Config(), framework.ImageCacheCRD); err != nil {
 		return fmt.Errorf("installing the CRD: %w", err)
 	}
 	if e.proxy, err = startProxy(rc); err != nil {
@@ -358,40 +342,6 @@ func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options,
 		return err
 	}
 	return fn(e)
-}
-
-func (e *env) installCRD(ctx context.Context) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, crd); err != nil {
-		return err
-	}
-	s := commands.Scheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(e.sb.Config(), client.Options{Scheme: s})
-	if err != nil {
-		return err
-	}
-	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	for {
-		if err := e.k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CRD not served: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func (e *env) namespace(ctx context.Context, name string) error {

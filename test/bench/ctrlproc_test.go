@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/test/framework/proc"
 )
 
 // controller is one run of the controller in a process of its own, so that
@@ -91,8 +93,7 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "KUBEFLEDGED_PPROF_ADDR="+pprofAddr)
 	// The controller dies with the benchmark, however the benchmark ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		logFile.Close()
 		return nil, err
 	}

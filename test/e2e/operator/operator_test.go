@@ -46,6 +46,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -81,29 +82,6 @@ func newClient(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// installCRD applies a CRD file and waits until it is served.
-func installCRD(t *testing.T, g Gomega, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	g.Expect(err).NotTo(HaveOccurred())
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(yaml.UnmarshalStrict(raw, crd)).To(Succeed())
-	if err := k8s.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating CRD %s: %v", crd.Name, err)
-	}
-	g.Eventually(func(g Gomega) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: crd.Name}, got)).To(Succeed())
-		established := false
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		g.Expect(established).To(BeTrue(), "CRD %s not established", crd.Name)
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 func namespace(t *testing.T) string {
@@ -336,8 +314,7 @@ func sameDeployment(g Gomega, got, want *appsv1.Deployment, what string) {
 func TestOperator(t *testing.T) {
 	g := NewWithT(t)
 	k8s = newClient(t)
-	installCRD(t, g, filepath.Join(repo, "config", "crd", "bases", "charts.helm.kubefledged.io_kubefledgeds.yaml"))
-	installCRD(t, g, filepath.Join(repo, "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
+	g.Expect(framework.InstallCRDs(context.Background(), sandbox.Get().Config(), framework.KubeFledgedCRD, framework.ImageCacheCRD)).To(Succeed())
 	startOperator(t)
 
 	ns := namespace(t)

@@ -19,18 +19,15 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
@@ -223,29 +220,7 @@ func connect(ctx context.Context) error {
 		return err
 	}
 	kube = kubernetes.NewForConfigOrDie(cfg)
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, crd); err != nil {
-		return err
-	}
-	s := commands.Scheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return err
-	}
-	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err := k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("the ImageCache CRD is not served after 30s")
+	return framework.InstallCRDs(ctx, cfg, framework.ImageCacheCRD)
 }
 
 // needNode skips a test on a machine that cannot run a real node.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // UnavailableError names what this machine lacks or forbids for a real node. Tests skip on
@@ -37,7 +39,7 @@ func Check(o Options) error {
 	if !root {
 		missing = append(missing, fmt.Sprintf("root (running as uid %d; the kubelet and containerd mount filesystems and make cgroups and network devices)", os.Geteuid()))
 	}
-	if dir, err := resolveBinDir(o.BinDir); err != nil {
+	if dir, err := repo.BinDir(o.BinDir); err != nil {
 		missing = append(missing, "kubelet: "+err.Error())
 	} else {
 		for _, b := range []string{"kubelet", "kube-proxy"} {
@@ -176,38 +178,4 @@ func probeBridge() string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return ""
-}
-
-// resolveBinDir finds bin/ as the sandbox does: $KUBEFLEDGED_BIN_DIR, else the first dir
-// above the working directory holding both go.mod and bin/.
-func resolveBinDir(dir string) (string, error) {
-	if dir == "" {
-		dir = os.Getenv("KUBEFLEDGED_BIN_DIR")
-	}
-	if dir == "" {
-		root, err := repoRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, "bin")
-	}
-	return filepath.Abs(dir)
-}
-
-// repoRoot is the first dir above the working directory holding go.mod and bin/.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			if st, err := os.Stat(filepath.Join(d, "bin")); err == nil && st.IsDir() {
-				return d, nil
-			}
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no bin dir above %s: set KUBEFLEDGED_BIN_DIR or Options.BinDir", wd)
-		}
-	}
 }

@@ -39,6 +39,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -130,7 +131,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	if err != nil {
 		return nil, fmt.Errorf("realnode: subnet: %w", err)
 	}
-	binDir, err := resolveBinDir(o.BinDir)
+	binDir, err := repo.BinDir(o.BinDir)
 	if err != nil {
 		return nil, err
 	}
