@@ -1,7 +1,8 @@
 // Package bench is `make bench`: the four scenarios of issue 8 run on the
 // sandbox (a real control plane with kwok nodes), each against a floor of
 // bare Jobs created by the benchmark itself on the same sandbox in the same
-// run, with the figures written to docs/benchmarks.md and .json.
+// run, with the figures written to docs/benchmarks.json, which hack/benchreport
+// renders into docs/benchmarks.md (`make bench` runs both).
 //
 // It is not a test: it takes tens of minutes and its timings depend on the
 // machine, so it runs only with KUBEFLEDGED_BENCH=1 and `go test ./...` skips
@@ -16,7 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,34 +35,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
-
-// config is the benchmark's scale, from the environment, so that a smaller
-// or a larger run needs no code change.
-type config struct {
-	Nodes            int           `json:"nodes"`
-	Images           int           `json:"images"`
-	NewNodes         int           `json:"newNodes"`
-	HeldNodes        int           `json:"heldNodes"`
-	FastPulls        int           `json:"fastPulls"`
-	FastNodes        int           `json:"fastNodes"`
-	FastRuns         int           `json:"fastRuns"`
-	PullDelay        time.Duration `json:"pullDelayNanos"`
-	RefreshCaches    int           `json:"refreshCaches"`
-	RefreshCycles    int           `json:"refreshCycles"`
-	RefreshEvery     time.Duration `json:"refreshEveryNanos"`
-	Deadline         time.Duration `json:"deadlineNanos"`
-	FastDeadline     time.Duration `json:"fastDeadlineNanos"`
-	FloorParallelism int           `json:"floorParallelism"`
-	PhaseTimeout     time.Duration `json:"phaseTimeoutNanos"`
-	Scenarios        []int         `json:"scenarios"`
-	// Profile is the sandbox's control plane (SANDBOX_PROFILE): stock or tuned.
-	Profile string `json:"profile"`
-}
 
 func loadConfig() (config, error) {
 	c := config{
@@ -119,15 +97,6 @@ func loadConfig() (config, error) {
 	return c, nil
 }
 
-func (c config) runs(s int) bool {
-	for _, n := range c.Scenarios {
-		if n == s {
-			return true
-		}
-	}
-	return false
-}
-
 // env is one sandbox with everything the scenarios need to drive and
 // observe it.
 type env struct {
@@ -170,9 +139,9 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv("BENCH_RENDER") == "1" {
-		// Only re-render docs/benchmarks.md from the JSON, e.g. after
-		// editing test/bench/limits.md, without a run of an hour.
-		if err := rerender(root); err != nil {
+		// Only re-render docs/benchmarks.md from the JSON, as
+		// `go run ./hack/benchreport` does.
+		if err := report.Render(root); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -198,10 +167,10 @@ func TestBench(t *testing.T) {
 	write := func() {
 		writeOnce.Do(func() {
 			rep.finish()
-			if err := rep.write(filepath.Join(root, "docs")); err != nil {
-				t.Errorf("writing the documents: %v", err)
+			if err := rep.WriteJSON(root); err != nil {
+				t.Errorf("writing the figures: %v", err)
 			}
-			t.Logf("figures written to docs/benchmarks.md and docs/benchmarks.json")
+			t.Logf("figures written to docs/benchmarks.json; make bench renders docs/benchmarks.md from them")
 		})
 	}
 	defer write()
@@ -230,10 +199,10 @@ func TestBench(t *testing.T) {
 		t.Fatalf("building the controller: %v\n%s", err, out)
 	}
 
-	if cfg.runs(1) || cfg.runs(2) || cfg.runs(3) || cfg.runs(5) {
+	if cfg.Runs(1) || cfg.Runs(2) || cfg.Runs(3) || cfg.Runs(5) {
 		err := withEnv(t, cfg, binary, outDir, sandbox.Options{Nodes: cfg.Nodes, PullDelay: cfg.PullDelay, Profile: benchProfile()}, func(e *env) error {
 			var cold *coldResult
-			if cfg.runs(1) {
+			if cfg.Runs(1) {
 				r, err := e.coldCache()
 				rep.Scenarios.ColdCache = r
 				if err != nil {
@@ -245,7 +214,7 @@ func TestBench(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if cfg.runs(2) {
+			if cfg.Runs(2) {
 				r, err := e.newNodes(ns)
 				rep.Scenarios.NewNodes = r
 				if err != nil {
@@ -254,14 +223,14 @@ func TestBench(t *testing.T) {
 			}
 			// Before scenario 3, which adds caches: the held nodes wait
 			// for the one complete cache, as scenario 2's nodes do.
-			if cfg.runs(5) {
+			if cfg.Runs(5) {
 				r, err := e.heldNodes(ns)
 				rep.Scenarios.HeldNodes = r
 				if err != nil {
 					return fmt.Errorf("scenario 5: %w", err)
 				}
 			}
-			if cfg.runs(3) {
+			if cfg.Runs(3) {
 				r, err := e.steadyRefresh(ns)
 				rep.Scenarios.SteadyRefresh = r
 				if err != nil {
@@ -275,7 +244,7 @@ func TestBench(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if cfg.runs(4) {
+	if cfg.Runs(4) {
 		opts := sandbox.Options{Nodes: cfg.FastNodes, Profile: benchProfile()}
 		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
 			r, err := e.fastPods()
@@ -442,13 +411,4 @@ func round(v float64, digits int) float64 {
 		return -float64(int64(-v*p+0.5)) / p
 	}
 	return float64(int64(v*p+0.5)) / p
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
