@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode/host"
 )
 
 // UnavailableError names what this machine lacks or forbids for a real node. Tests skip on
@@ -115,7 +116,7 @@ func cniBinDir() string {
 // probeCgroups makes and removes a cgroup where the kubelet would make its own: a read-only
 // or absent cgroup filesystem only shows when the kubelet fails minutes of test time later.
 func probeCgroups() string {
-	hs := cgroupHierarchies()
+	hs := host.CgroupHierarchies()
 	if len(hs) == 0 {
 		return "cgroups (no cgroup filesystem is mounted)"
 	}
@@ -174,7 +175,7 @@ func probeBridge() string {
 	_ = exec.Command("ip", "link", "del", name).Run()
 	// The kernel lets go of a deleted device a moment after the command returns; Check
 	// returns with the host as it found it.
-	for deadline := time.Now().Add(5 * time.Second); linkExists(name) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); host.LinkExists(name) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return ""
