@@ -13,16 +13,12 @@ package install_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
@@ -74,18 +71,16 @@ func deletedImages(how string) []string {
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	if err := realnode.Check(realnode.Options{}); err != nil {
-		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
-			return fail("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
-		}
-		skipReason = err.Error()
+	var err error
+	if skipReason, err = framework.RealNodeSkip(); err != nil {
+		return fail("%v", err)
+	} else if skipReason != "" {
 		return m.Run()
 	}
 	// Setup only; a cold cross-compile of two platforms is most of it.
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	var err error
 	if ourImage, err = chartImage(); err != nil {
 		return fail("%v", err)
 	}
@@ -99,44 +94,14 @@ func run(m *testing.M) int {
 	imageDone := make(chan error, 1)
 	go func() { imageDone <- buildImage(ctx, oci) }()
 
-	if sb, err = sandbox.Start(ctx, sandbox.Options{Nodes: 1}); err != nil {
+	cluster, err := framework.StartRealNodeCluster(ctx)
+	if err != nil {
 		<-imageDone
-		return fail("sandbox: %v", err)
+		return fail("%v", err)
 	}
-	var stopOnce sync.Once
-	var stopErr error
-	stop := func() error {
-		stopOnce.Do(func() {
-			var wg sync.WaitGroup
-			var nerr, serr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				if node != nil {
-					nerr = node.Stop()
-				}
-			}()
-			go func() { defer wg.Done(); serr = sb.Stop() }()
-			wg.Wait()
-			stopErr = errors.Join(nerr, serr)
-		})
-		return stopErr
-	}
+	stop := cluster.Stop
 	defer func() { _ = stop() }()
-	// An interrupted run must still give the host back.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		_ = stop()
-		os.Exit(1)
-	}()
-	defer signal.Stop(sigs)
-
-	if node, err = realnode.Start(ctx, sb, realnode.Options{}); err != nil {
-		<-imageDone
-		return fail("real node: %v", err)
-	}
+	sb, node = cluster.SB, cluster.Node
 	fmt.Fprintf(os.Stderr, "e2e/install: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
 	if err := <-imageDone; err != nil {
 		return fail("%v", err)

@@ -9,13 +9,9 @@ package realnode_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,13 +55,10 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	if err := realnode.Check(realnode.Options{}); err != nil {
-		// CI on a machine that can run the node sets this, so that a lost package or a
-		// missing build step fails the run instead of skipping it.
-		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
-			return fail("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
-		}
-		skipReason = err.Error()
+	var err error
+	if skipReason, err = framework.RealNodeSkip(); err != nil {
+		return fail("%v", err)
+	} else if skipReason != "" {
 		return m.Run()
 	}
 	// Setup only: the static build is cold on a fresh CI machine (every
@@ -89,46 +82,14 @@ func run(m *testing.M) int {
 		built <- err
 	}()
 
-	if sb, err = sandbox.Start(ctx, sandbox.Options{Nodes: 1}); err != nil {
-		<-built
-		return fail("sandbox: %v", err)
-	}
-	var stopOnce sync.Once
-	var stopErr error
-	stop := func() error {
-		stopOnce.Do(func() {
-			// Node and control plane stop at once: one by one took several seconds more.
-			var wg sync.WaitGroup
-			var nerr, serr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				if node != nil {
-					nerr = node.Stop()
-				}
-			}()
-			go func() { defer wg.Done(); serr = sb.Stop() }()
-			wg.Wait()
-			stopErr = errors.Join(nerr, serr)
-		})
-		return stopErr
-	}
-	defer func() { _ = stop() }()
-	// An interrupted run must still give the host back.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		_ = stop()
-		os.Exit(1)
-	}()
-	defer signal.Stop(sigs)
-
-	node, err = realnode.Start(ctx, sb, realnode.Options{})
+	cluster, err := framework.StartRealNodeCluster(ctx)
 	if err != nil {
 		<-built
-		return fail("real node: %v", err)
+		return fail("%v", err)
 	}
+	stop := cluster.Stop
+	defer func() { _ = stop() }()
+	sb, node = cluster.SB, cluster.Node
 	fmt.Fprintf(os.Stderr, "e2e/realnode: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
 	if err := <-built; err != nil {
 		return fail("%v", err)
