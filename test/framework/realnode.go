@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
+	"testing"
+	"time"
 
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
@@ -82,4 +85,79 @@ func (c *RealNodeCluster) Stop() error {
 		c.stopErr = errors.Join(nerr, serr)
 	})
 	return c.stopErr
+}
+
+// RealNodeSuite is the TestMain of a suite that runs on a sandbox with a real node.
+type RealNodeSuite struct {
+	// Name starts the suite's log lines, e.g. "e2e/realnode".
+	Name string
+	// Prepare runs while the cluster starts, in dir (a temporary directory of the run): the
+	// builds, which cold are the longest step.
+	Prepare func(ctx context.Context, dir string) error
+	// Setup runs once the cluster and Prepare are both done: what the tests need on it.
+	Setup func(ctx context.Context, c *RealNodeCluster, dir string) error
+}
+
+// realNodeSetupTimeout bounds the setup only: a cold static build on a fresh CI machine
+// (every dependency compiled without cgo) took 9 minutes on two loaded cores; warm, setup
+// is seconds.
+const realNodeSetupTimeout = 25 * time.Minute
+
+// skip is why this machine cannot run a real node, once TestMain has looked.
+var skip string
+
+// NeedRealNode skips a test on a machine that cannot run a real node, naming what is missing.
+func NeedRealNode(t testing.TB) {
+	t.Helper()
+	if skip != "" {
+		t.Skip(skip)
+	}
+}
+
+// Run sets the cluster up, runs the tests and stops the cluster, and returns the exit code.
+// On a machine that cannot run a real node it runs the tests without a cluster: each skips
+// through NeedRealNode.
+func (s RealNodeSuite) Run(m *testing.M) int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, s.Name+": "+format+"\n", args...)
+		return 1
+	}
+	var err error
+	if skip, err = RealNodeSkip(); err != nil {
+		return fail("%v", err)
+	} else if skip != "" {
+		return m.Run()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), realNodeSetupTimeout)
+	defer cancel()
+	begin := time.Now()
+	dir, err := os.MkdirTemp("", "kubefledged-"+strings.ReplaceAll(s.Name, "/", "-")+"-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(dir)
+	prepared := make(chan error, 1)
+	go func() { prepared <- s.Prepare(ctx, dir) }()
+	c, err := StartRealNodeCluster(ctx)
+	if err != nil {
+		<-prepared
+		return fail("%v", err)
+	}
+	defer func() { _ = c.Stop() }()
+	fmt.Fprintf(os.Stderr, "%s: sandbox and node %s Ready in %s (the node alone %s)\n", s.Name, c.Node.Name(), time.Since(begin).Round(time.Millisecond), c.Node.ReadyIn().Round(time.Millisecond))
+	if err := <-prepared; err != nil {
+		return fail("%v", err)
+	}
+	if err := s.Setup(ctx, c, dir); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(os.Stderr, "%s: set up in %s\n", s.Name, time.Since(begin).Round(time.Millisecond))
+	code := m.Run()
+	t0 := time.Now()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: stop: %v\n", s.Name, err)
+		code = 1
+	}
+	fmt.Fprintf(os.Stderr, "%s: node and sandbox stopped in %s\n", s.Name, time.Since(t0).Round(time.Millisecond))
+	return code
 }

@@ -21,7 +21,7 @@ import (
 // operations run in parallel (each on images of its own); the restart comes last because it
 // deletes every retained Job.
 func TestRealNode(t *testing.T) {
-	needNode(t)
+	framework.NeedRealNode(t)
 	for i, gr := range []jobs.Granularity{jobs.PerNode, jobs.PerImage} {
 		tag = tags[i]
 		t.Run(string(gr), func(t *testing.T) {

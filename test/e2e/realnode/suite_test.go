@@ -29,13 +29,11 @@ import (
 )
 
 var (
-	// skipReason is set when this machine cannot run a real node.
-	skipReason string
-	sb         *sandbox.Sandbox
-	node       *realnode.Node
-	k8s        client.WithWatch
-	kube       kubernetes.Interface
-	scheme     = commands.Scheme()
+	sb     *sandbox.Sandbox
+	node   *realnode.Node
+	k8s    client.WithWatch
+	kube   kubernetes.Interface
+	scheme = commands.Scheme()
 	// helperImage is our own image in the node's registry: the binary built by TestMain.
 	helperImage string
 	// refs maps a test image's short name and tag (e.g. "small-a:v1") to its reference in
@@ -52,67 +50,24 @@ var (
 	missing = "does-not-exist"
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	var err error
-	if skipReason, err = framework.RealNodeSkip(); err != nil {
-		return fail("%v", err)
-	} else if skipReason != "" {
-		return m.Run()
-	}
-	// Setup only: the static build is cold on a fresh CI machine (every
-	// dependency compiled without cgo), which took 9 minutes on two loaded
-	// cores; warm, setup is seconds.
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	begin := time.Now()
-	tmp, err := os.MkdirTemp("", "kubefledged-e2e-realnode-")
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer os.RemoveAll(tmp)
-	// The product binary builds while the cluster starts: cold, it is the longest step.
-	bin := filepath.Join(tmp, "kubefledged")
-	built := make(chan error, 1)
-	go func() {
-		t0 := time.Now()
-		err := realnode.BuildStatic(ctx, "github.com/kubefledged/kube-fledged", bin)
-		fmt.Fprintf(os.Stderr, "e2e/realnode: kubefledged built (static) in %s\n", time.Since(t0).Round(time.Millisecond))
-		built <- err
-	}()
-
-	cluster, err := framework.StartRealNodeCluster(ctx)
-	if err != nil {
-		<-built
-		return fail("%v", err)
-	}
-	stop := cluster.Stop
-	defer func() { _ = stop() }()
-	sb, node = cluster.SB, cluster.Node
-	fmt.Fprintf(os.Stderr, "e2e/realnode: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
-	if err := <-built; err != nil {
-		return fail("%v", err)
-	}
-	if err := pushImages(ctx, bin); err != nil {
-		return fail("%v", err)
-	}
-	if err := connect(ctx); err != nil {
-		return fail("%v", err)
-	}
-	code := m.Run()
-	t0 := time.Now()
-	if err := stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/realnode: stop: %v\n", err)
-		code = 1
-	}
-	fmt.Fprintf(os.Stderr, "e2e/realnode: node and sandbox stopped in %s\n", time.Since(t0).Round(time.Millisecond))
-	return code
-}
-
-func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "e2e/realnode: "+format+"\n", args...)
-	return 1
+func TestMain(m *testing.M) {
+	os.Exit(framework.RealNodeSuite{
+		Name: "e2e/realnode",
+		// Our binary, for the helper image.
+		Prepare: func(ctx context.Context, dir string) error {
+			t0 := time.Now()
+			err := realnode.BuildStatic(ctx, "github.com/kubefledged/kube-fledged", filepath.Join(dir, "kubefledged"))
+			fmt.Fprintf(os.Stderr, "e2e/realnode: kubefledged built (static) in %s\n", time.Since(t0).Round(time.Millisecond))
+			return err
+		},
+		Setup: func(ctx context.Context, c *framework.RealNodeCluster, dir string) error {
+			sb, node = c.SB, c.Node
+			if err := pushImages(ctx, filepath.Join(dir, "kubefledged")); err != nil {
+				return err
+			}
+			return connect(ctx)
+		},
+	}.Run(m))
 }
 
 func pushImages(ctx context.Context, bin string) error {
@@ -182,12 +137,4 @@ func connect(ctx context.Context) error {
 	}
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	return framework.InstallCRDs(ctx, cfg, framework.ImageCacheCRD)
-}
-
-// needNode skips a test on a machine that cannot run a real node.
-func needNode(t *testing.T) {
-	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
 }
