@@ -38,7 +38,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +46,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -102,35 +102,14 @@ func startOperator(t *testing.T) {
 	} else {
 		ctrl.SetLogger(zap.New(zap.WriteTo(&bytes.Buffer{})))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- operator.Run(ctx, sandbox.Get().Config(), operator.Options{
-			WatchesFile:             filepath.Join(repo, "watches.yaml"),
-			LeaderElect:             false,
-			MetricsAddr:             "0",
-			ProbeAddr:               "0",
-			MaxConcurrentReconciles: 2,
-			MaxReleaseHistory:       3,
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("operator.Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("operator.Run did not return within 30s of its context ending")
-		}
+	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
+		WatchesFile:             filepath.Join(repo, "watches.yaml"),
+		LeaderElect:             false,
+		MetricsAddr:             "0",
+		ProbeAddr:               "0",
+		MaxConcurrentReconciles: 2,
+		MaxReleaseHistory:       3,
 	})
-	// Fail fast if Run gives up at start-up.
-	select {
-	case err := <-done:
-		t.Fatalf("operator.Run returned at once: %v", err)
-	case <-time.After(500 * time.Millisecond):
-	}
 }
 
 func kubeFledged(ns, name string, spec map[string]interface{}) *unstructured.Unstructured {
@@ -279,20 +258,6 @@ func kubectl(t *testing.T, args ...string) (string, bool) {
 	return string(out), true
 }
 
-// helmConfig is what `helm --kubeconfig <sandbox> -n ns` would use.
-func helmConfig(t *testing.T, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	kubeconfig := sandbox.Get().KubeconfigPath()
-	flags.KubeConfig = &kubeconfig
-	flags.Namespace = &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // helmValues parses --set style values.
 func helmValues(t *testing.T, sets ...string) map[string]interface{} {
 	t.Helper()
@@ -400,7 +365,7 @@ func TestOperator(t *testing.T) {
 		g.Expect(byOperator).NotTo(BeNil(), "needs the operator's Deployment from the steps above")
 		chrt, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
 		g.Expect(err).NotTo(HaveOccurred())
-		cfg := helmConfig(t, ns)
+		cfg := helmop.HelmConfig(t, ns)
 		install := action.NewInstall(cfg)
 		install.ReleaseName = release
 		install.Namespace = ns

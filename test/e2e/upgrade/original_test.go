@@ -25,13 +25,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -244,27 +244,13 @@ func originalJob(t *testing.T, g Gomega, c client.Client, cache *unstructured.Un
 	return j
 }
 
-// helmConfig is what `helm --kubeconfig <sandbox> -n ns` uses.
-func helmConfig(t *testing.T, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	kubeconfig := sandbox.Get().KubeconfigPath()
-	flags.KubeConfig = &kubeconfig
-	flags.Namespace = &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // helmInstall installs a chart as `helm install RELEASE CHART -n NS -f
 // values` would.
 func helmInstall(t *testing.T, g Gomega, ns, name, chartDir string, values map[string]interface{}) *release.Release {
 	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	g.Expect(err).NotTo(HaveOccurred())
-	install := action.NewInstall(helmConfig(t, ns))
+	install := action.NewInstall(helmop.HelmConfig(t, ns))
 	install.ReleaseName = name
 	install.Namespace = ns
 	install.Timeout = timeout
