@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Our CRDs, files of config/crd/bases as `make manifests` generates them.
@@ -122,4 +124,15 @@ func lists(l *metav1.APIResourceList, plural string) bool {
 		}
 	}
 	return false
+}
+
+// WaitEstablished waits up to timeout for the CRD of that name to be Established, as the
+// CRDs that a procedure under test applies (Helm, OLM, kubectl), and returns it.
+func WaitEstablished(g Gomega, c client.Client, name string, timeout time.Duration) *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
+		g.Expect(established(crd)).To(BeTrue(), "CRD %s not established", name)
+	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return crd
 }

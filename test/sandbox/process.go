@@ -108,10 +108,10 @@ func (p *process) addrInUse() bool {
 	return strings.Contains(p.logTail(60), "address already in use")
 }
 
-// freePorts reserves n distinct loopback ports by binding them all at once, then releases
+// FreePorts reserves n distinct loopback ports by binding them all at once, then releases
 // them for the child to bind. Another process can still take one in between; callers retry
 // on "address already in use".
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range ls {

@@ -365,7 +365,7 @@ func (s *Sandbox) waitFor(ctx context.Context, what string, cond func(context.Co
 func (s *Sandbox) startWithRetry(ctx context.Context, name string, nports int, args func(ports []int) ([]string, error), ready func(ctx context.Context, ports []int) (bool, error)) ([]int, error) {
 	var lastErr error
 	for range startAttempts {
-		ports, err := freePorts(nports)
+		ports, err := FreePorts(nports)
 		if err != nil {
 			return nil, err
 		}

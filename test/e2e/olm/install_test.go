@@ -36,6 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -70,7 +71,7 @@ func TestOLMInstall(t *testing.T) {
 		g.Expect(k8s.Create(ctx, crd.DeepCopy())).To(Succeed())
 	}
 	for _, crd := range b.crds {
-		waitEstablished(g, k8s, crd.Name)
+		framework.WaitEstablished(g, k8s, crd.Name, timeout)
 	}
 	// The examples must be valid as OperatorHub shows them: strict, so that
 	// a misspelt field fails rather than being pruned. They are checked
@@ -309,20 +310,6 @@ func binary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return built
-}
-
-func waitEstablished(g Gomega, k8s client.Client, name string) {
-	g.Eventually(func(g Gomega) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
-		established := false
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		g.Expect(established).To(BeTrue(), "CRD %s not established", name)
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 // grantPermissions creates what OLM creates from the CSV's install strategy

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/images"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -141,7 +142,7 @@ func TestFromHelmRelease(t *testing.T) {
 
 	// --- 3. Our CRD over theirs. ---
 	p.mustShell(t, stepImageCacheCRD)
-	crd := waitEstablished(g, c, imageCacheCRD)
+	crd := framework.WaitEstablished(g, c, imageCacheCRD, timeout)
 	g.Expect(crd.Spec.Versions[0].Subresources).NotTo(BeNil())
 	g.Expect(crd.Spec.Versions[0].Subresources.Status).NotTo(BeNil(), "our CRD adds the status subresource")
 	ourSchemaServed(g, c, p.ns)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -122,8 +123,8 @@ func TestFromOperator(t *testing.T) {
 	// --- 3. Our CRDs over theirs. ---
 	p.mustShell(t, stepImageCacheCRD)
 	p.mustShell(t, stepKubeFledgedCRD)
-	waitEstablished(g, c, imageCacheCRD)
-	waitEstablished(g, c, kubeFledgedCRD)
+	framework.WaitEstablished(g, c, imageCacheCRD, timeout)
+	framework.WaitEstablished(g, c, kubeFledgedCRD, timeout)
 	ourSchemaServed(g, c, p.ns)
 	ourKubeFledgedSchemaServed(g, c, p.ns)
 	g.Expect(kubeFledgedSpec(g, c, p.ns, cr.GetName())).To(Equal(crSpec), "the resource reads the same under our CRD")

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -98,22 +99,7 @@ func createCRD(t *testing.T, g Gomega, c client.Client, file string) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(yaml.UnmarshalStrict(raw, crd)).To(Succeed())
 	g.Expect(c.Create(context.Background(), crd)).To(Succeed())
-	waitEstablished(g, c, crd.Name)
-}
-
-func waitEstablished(g Gomega, c client.Client, name string) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
-		established := false
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		g.Expect(established).To(BeTrue(), "CRD %s not established", name)
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
-	return crd
+	framework.WaitEstablished(g, c, crd.Name, timeout)
 }
 
 // kubeletImages lists images as a kubelet reports them in status.images:

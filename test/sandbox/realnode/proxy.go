@@ -38,7 +38,7 @@ func (n *Node) startProxy(ctx context.Context, sb *sandbox.Sandbox, binDir strin
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		return err
 	}
-	ports, err := freePorts(2)
+	ports, err := sandbox.FreePorts(2)
 	if err != nil {
 		return err
 	}

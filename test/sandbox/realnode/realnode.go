@@ -554,7 +554,7 @@ func (n *Node) startKubelet(ctx context.Context, sb *sandbox.Sandbox, binDir str
 	if err := os.WriteFile(caFile, rc.CAData, 0o644); err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
+	ports, err := sandbox.FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -631,25 +631,6 @@ func nodeReady(node *corev1.Node) bool {
 		}
 	}
 	return ready
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // Name is the node's name, also its kubernetes.io/hostname label.
