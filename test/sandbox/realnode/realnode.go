@@ -539,19 +539,26 @@ func clientCert(ctx context.Context, c kubernetes.Interface, cn string, orgs []s
 	}
 }
 
-func (n *Node) startKubelet(ctx context.Context, sb *sandbox.Sandbox, binDir string, certPEM, keyPEM []byte) error {
+// writeKubeconfig writes the kubeconfig of a node daemon that authenticates to the sandbox
+// as user with its client certificate, and returns its path.
+func (n *Node) writeKubeconfig(sb *sandbox.Sandbox, user string, certPEM, keyPEM []byte) (string, error) {
 	rc := sb.Config()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	kc.Contexts["kubelet"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "kubelet"}
-	kc.CurrentContext = "kubelet"
-	kubeconfig := n.configPath("kubelet.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	kc.Contexts[user] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: user}
+	kc.CurrentContext = user
+	path := n.configPath(user + ".kubeconfig")
+	return path, clientcmd.WriteToFile(*kc, path)
+}
+
+func (n *Node) startKubelet(ctx context.Context, sb *sandbox.Sandbox, binDir string, certPEM, keyPEM []byte) error {
+	kubeconfig, err := n.writeKubeconfig(sb, "kubelet", certPEM, keyPEM)
+	if err != nil {
 		return err
 	}
 	caFile := n.configPath("ca.crt")
-	if err := os.WriteFile(caFile, rc.CAData, 0o644); err != nil {
+	if err := os.WriteFile(caFile, sb.Config().CAData, 0o644); err != nil {
 		return err
 	}
 	ports, err := sandbox.FreePorts(1)

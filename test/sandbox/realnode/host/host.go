@@ -12,7 +12,7 @@
 // node's first change. Undo puts it back: it kills the processes left running from the
 // node's directory, unmounts what was mounted since, deletes the bridge, restores each
 // iptables table from its saved form (dropping tables that did not exist), writes the
-// sysctls back, removes the kubepods cgroups and the new entries of the watched paths, and
+// Sysctls back, removes the kubepods cgroups and the new entries of the watched paths, and
 // the node's state directories. Because a test binary can die before it stops its node,
 // the journal outlives it: the next node's start undoes it first (ReadJournal). Acquire's
 // Lock, an flock on LockPath, keeps a second node off the host meanwhile: two would record
@@ -51,9 +51,10 @@ const (
 // ErrInUse means another real node holds this host (or left a part of one running).
 var ErrInUse = errors.New("realnode: another real node runs on this host")
 
+// Lock is the host lock: an flock on LockPath, held while a node runs.
 type Lock struct{ f *os.File }
 
-// lockHost waits for the host lock until ctx ends.
+// Acquire waits for the host lock until ctx ends.
 func Acquire(ctx context.Context) (*Lock, error) {
 	told := false
 	for {
@@ -92,6 +93,7 @@ func Acquire(ctx context.Context) (*Lock, error) {
 	}
 }
 
+// Release lets the next node have the host.
 func (l *Lock) Release() {
 	if l == nil {
 		return
@@ -115,6 +117,7 @@ type Journal struct {
 	Mounts    []string              // mount points
 }
 
+// PathState is a watched host path as it was: whether it existed, and its entries.
 type PathState struct {
 	Existed bool
 	Entries []string `json:",omitempty"`
@@ -148,7 +151,7 @@ var HostPaths = []string{
 
 var IPTablesSavers = []string{"iptables-save", "ip6tables-save"}
 
-// snapshotHost records what undo restores.
+// Snapshot records what undo restores.
 func Snapshot(dir string, removeDir bool, bridge string) *Journal {
 	j := &Journal{
 		PID: os.Getpid(), Dir: dir, RemoveDir: removeDir, Bridge: bridge,
@@ -171,6 +174,7 @@ func Snapshot(dir string, removeDir bool, bridge string) *Journal {
 	return j
 }
 
+// StatePath records whether p exists and, for a directory, its entries.
 func StatePath(p string) *PathState {
 	st := &PathState{}
 	if _, err := os.Lstat(p); err != nil {
@@ -185,6 +189,7 @@ func StatePath(p string) *PathState {
 	return st
 }
 
+// Write puts the journal at JournalPath, atomically, before the node's first change.
 func (j *Journal) Write() error {
 	data, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -197,6 +202,7 @@ func (j *Journal) Write() error {
 	return os.Rename(tmp, JournalPath)
 }
 
+// ReadJournal reads the journal a node left at JournalPath (an fs.ErrNotExist error when none).
 func ReadJournal() (*Journal, error) {
 	data, err := os.ReadFile(JournalPath)
 	if err != nil {
@@ -209,7 +215,7 @@ func ReadJournal() (*Journal, error) {
 	return j, nil
 }
 
-// undo returns the host to the journal's state. It runs after the node's daemons have
+// Undo returns the host to the journal's state. It runs after the node's daemons have
 // stopped, and again at the next Start when a test binary died without stopping its node.
 // Every step runs even if an earlier one failed: a partial undo is still less dirt.
 func (j *Journal) Undo() error {
@@ -244,7 +250,7 @@ func (j *Journal) Undo() error {
 	return errors.Join(errs...)
 }
 
-// leftovers lists what undo could not restore; empty means the host is as it was.
+// Leftovers lists what undo could not restore; empty means the host is as it was.
 func (j *Journal) Leftovers() []string {
 	var out []string
 	if pids := strays(j.Dir); len(pids) > 0 {
@@ -414,8 +420,19 @@ func Running(pid int) bool {
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }
 
-// mountPoints lists the host's mount points, unescaped, in mount order.
+// MountPoints lists the host's mount points, unescaped, in mount order.
 func MountPoints() []string {
+	var out []string
+	for _, line := range mountInfo() {
+		if fields := strings.Fields(line); len(fields) > 4 {
+			out = append(out, unescapeMount(fields[4]))
+		}
+	}
+	return out
+}
+
+// mountInfo is /proc/self/mountinfo, a line per mount in mount order; nil if unreadable.
+func mountInfo() []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -425,10 +442,7 @@ func MountPoints() []string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 {
-			out = append(out, unescapeMount(fields[4]))
-		}
+		out = append(out, sc.Text())
 	}
 	return out
 }
@@ -493,23 +507,16 @@ func unmountNew(j *Journal) error {
 	return nil
 }
 
+// LinkExists tells whether a network device of that name exists.
 func LinkExists(name string) bool {
 	_, err := os.Stat(filepath.Join("/sys/class/net", name))
 	return err == nil
 }
 
-// cgroupHierarchies are the mounted cgroup trees: one per v1 controller set, or the v2 root.
+// CgroupHierarchies are the mounted cgroup trees: one per v1 controller set, or the v2 root.
 func CgroupHierarchies() []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range mountInfo() {
 		_, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
@@ -525,7 +532,7 @@ func CgroupHierarchies() []string {
 	return out
 }
 
-// kubepodsDirs are the kubelet's QoS cgroup trees (cgroupfs driver, cgroup root "/").
+// KubepodsDirs are the kubelet's QoS cgroup trees (cgroupfs driver, cgroup root "/").
 func KubepodsDirs() []string {
 	var out []string
 	for _, h := range CgroupHierarchies() {
@@ -592,6 +599,7 @@ func removeKubepods() error {
 	}
 }
 
+// IPTablesSave runs save (iptables-save or ip6tables-save); false when it cannot.
 func IPTablesSave(save string) (string, bool) {
 	if _, err := exec.LookPath(save); err != nil {
 		return "", false
@@ -636,7 +644,7 @@ func parseIPTables(save string) *iptState {
 	return st
 }
 
-// normalizeIPTables drops what a run cannot help changing: counters, and tables the
+// NormalizeIPTables drops what a run cannot help changing: counters, and tables the
 // iptables-nft backend keeps once a chain was made in them, which hold nothing but empty
 // built-in chains that accept everything, the same as no table at all.
 func NormalizeIPTables(save string) string {
