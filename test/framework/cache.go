@@ -65,3 +65,15 @@ func Namespace(t testing.TB, c client.Client, prefix string, labels ...string) s
 	}
 	return ns.Name
 }
+
+// CacheOnNode is a cache whose one list selects a single node by its hostname label: a real
+// node, beside kwok nodes that must get no Job.
+func CacheOnNode(ns, name, node string, images ...string) *v1alpha2.ImageCache {
+	return &v1alpha2.ImageCache{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{
+			Images:       images,
+			NodeSelector: map[string]string{corev1.LabelHostname: node},
+		}}},
+	}
+}

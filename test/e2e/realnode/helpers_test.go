@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/test/framework"
@@ -48,18 +47,6 @@ func runController(t *testing.T, retain bool, granularity jobs.Granularity) (sto
 		o.Retention.Value = "retain"
 	}
 	return framework.RunController(t, sb.Config(), o)
-}
-
-// onNode is a cache whose one list selects the real node only, by its hostname label: the
-// kwok node beside it must get no Job.
-func onNode(ns, name string, images ...string) *v1alpha2.ImageCache {
-	return &v1alpha2.ImageCache{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{
-			Images:       images,
-			NodeSelector: map[string]string{corev1.LabelHostname: node.Name()},
-		}}},
-	}
 }
 
 func imageRefs(names ...string) []string {

@@ -53,7 +53,7 @@ func testPullSucceeds(t *testing.T, gr jobs.Granularity) {
 	key := client.ObjectKey{Namespace: ns, Name: "pull"}
 	images := imageRefs("small-a", multiLayer)
 	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "pull", images...))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "pull", node.Name(), images...))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	t.Logf("create of %d images took %s", len(images), c.Status.CompletionTime.Sub(c.Status.StartTime.Time))
@@ -116,7 +116,7 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 	key := client.ObjectKey{Namespace: ns, Name: "missing"}
 	good, good2, bad := ref("small-b"), ref("small-g"), ref(missing)
 	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "missing", good, bad, good2))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "missing", node.Name(), good, bad, good2))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
@@ -194,7 +194,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: "update"}
 	first, added := ref("small-c"), ref("small-d")
 	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "update", first))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "update", node.Name(), first))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	g.Expect(rec.take()).To(ConsistOf("pull " + first + " " + node.Name()))
@@ -224,7 +224,7 @@ func testPurgeRemovesFromTheRuntime(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: "purge"}
 	images := imageRefs("small-e", "small-f")
 	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "purge", images...))).To(Succeed())
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "purge", node.Name(), images...))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	for _, ref := range images {
