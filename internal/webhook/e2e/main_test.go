@@ -25,9 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,16 +48,7 @@ func TestMain(m *testing.M) {
 	sandbox.Main(m, sandbox.Options{})
 }
 
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha2.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}()
+var scheme = framework.Scheme()
 
 // env is what every test needs: clients, and the CRD installed once.
 type env struct {

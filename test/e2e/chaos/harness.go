@@ -14,12 +14,9 @@ import (
 	"github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,15 +26,6 @@ import (
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
-
-// Scheme holds the built-in types, ImageCache and CRDs.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha2.AddToScheme(s)
-	_ = apiextensionsv1.AddToScheme(s)
-	return s
-}
 
 // Builder builds the binary in the background while the sandbox starts:
 // linking takes tens of seconds on a loaded machine, so does the sandbox.
@@ -114,7 +102,7 @@ func setup(b *Builder) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(sb.Config(), client.Options{Scheme: Scheme()})
+	c, err := client.New(sb.Config(), client.Options{Scheme: framework.Scheme()})
 	if err != nil {
 		return nil, err
 	}

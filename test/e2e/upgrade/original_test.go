@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -54,11 +53,7 @@ var imageCacheGVK = schema.GroupVersionKind{Group: "kubefledged.io", Version: "v
 // apiextensions, our ImageCache), kube for watches.
 func clients(t *testing.T) (client.WithWatch, kubernetes.Interface) {
 	t.Helper()
-	s := commands.Scheme()
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithWatch(sandbox.Get().Config(), client.Options{Scheme: s})
+	c, err := client.NewWithWatch(sandbox.Get().Config(), client.Options{Scheme: framework.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
