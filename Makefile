@@ -146,6 +146,7 @@ run-smoke: build ## `make run` on a fresh sandbox, until the samples settle; che
 .PHONY: bench
 bench: tools ## Benchmarks on the sandbox; writes docs/benchmarks.md and .json (BENCH_* variables set the scale).
 	KUBEFLEDGED_BENCH=1 go test -count=1 -run '^TestBench$$' -v -timeout $${BENCH_TIMEOUT:-180m} ./test/bench/ 2>&1 | tee $(CURDIR)/bin/bench.log
+	go run ./hack/benchreport
 
 ##@ Build
 

@@ -1,7 +1,8 @@
 // Package bench is `make bench`: the four scenarios of issue 8 run on the
 // sandbox (a real control plane with kwok nodes), each against a floor of
 // bare Jobs created by the benchmark itself on the same sandbox in the same
-// run, with the figures written to docs/benchmarks.md and .json.
+// run, with the figures written to docs/benchmarks.json, which hack/benchreport
+// renders into docs/benchmarks.md (`make bench` runs both).
 //
 // It is not a test: it takes tens of minutes and its timings depend on the
 // machine, so it runs only with KUBEFLEDGED_BENCH=1 and `go test ./...` skips
@@ -16,7 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +26,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -34,35 +33,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
-
-// config is the benchmark's scale, from the environment, so that a smaller
-// or a larger run needs no code change.
-type config struct {
-	Nodes            int           `json:"nodes"`
-	Images           int           `json:"images"`
-	NewNodes         int           `json:"newNodes"`
-	HeldNodes        int           `json:"heldNodes"`
-	FastPulls        int           `json:"fastPulls"`
-	FastNodes        int           `json:"fastNodes"`
-	FastRuns         int           `json:"fastRuns"`
-	PullDelay        time.Duration `json:"pullDelayNanos"`
-	RefreshCaches    int           `json:"refreshCaches"`
-	RefreshCycles    int           `json:"refreshCycles"`
-	RefreshEvery     time.Duration `json:"refreshEveryNanos"`
-	Deadline         time.Duration `json:"deadlineNanos"`
-	FastDeadline     time.Duration `json:"fastDeadlineNanos"`
-	FloorParallelism int           `json:"floorParallelism"`
-	PhaseTimeout     time.Duration `json:"phaseTimeoutNanos"`
-	Scenarios        []int         `json:"scenarios"`
-	// Profile is the sandbox's control plane (SANDBOX_PROFILE): stock or tuned.
-	Profile string `json:"profile"`
-}
 
 func loadConfig() (config, error) {
 	c := config{
@@ -119,15 +97,6 @@ func loadConfig() (config, error) {
 	return c, nil
 }
 
-func (c config) runs(s int) bool {
-	for _, n := range c.Scenarios {
-		if n == s {
-			return true
-		}
-	}
-	return false
-}
-
 // env is one sandbox with everything the scenarios need to drive and
 // observe it.
 type env struct {
@@ -144,22 +113,6 @@ type env struct {
 	outDir     string
 	probes     *cacheWatch
 	seq        int
-}
-
-// repoRoot is the first directory above the package holding go.mod.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s", wd)
-		}
-	}
 }
 
 // benchProfile is the control plane the benchmark runs on: kcm's and the
@@ -181,14 +134,14 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if os.Getenv("BENCH_RENDER") == "1" {
-		// Only re-render docs/benchmarks.md from the JSON, e.g. after
-		// editing test/bench/limits.md, without a run of an hour.
-		if err := rerender(root); err != nil {
+		// Only re-render docs/benchmarks.md from the JSON, as
+		// `go run ./hack/benchreport` does.
+		if err := report.Render(root); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -214,10 +167,10 @@ func TestBench(t *testing.T) {
 	write := func() {
 		writeOnce.Do(func() {
 			rep.finish()
-			if err := rep.write(filepath.Join(root, "docs")); err != nil {
-				t.Errorf("writing the documents: %v", err)
+			if err := rep.WriteJSON(root); err != nil {
+				t.Errorf("writing the figures: %v", err)
 			}
-			t.Logf("figures written to docs/benchmarks.md and docs/benchmarks.json")
+			t.Logf("figures written to docs/benchmarks.json; make bench renders docs/benchmarks.md from them")
 		})
 	}
 	defer write()
@@ -246,10 +199,10 @@ func TestBench(t *testing.T) {
 		t.Fatalf("building the controller: %v\n%s", err, out)
 	}
 
-	if cfg.runs(1) || cfg.runs(2) || cfg.runs(3) || cfg.runs(5) {
+	if cfg.Runs(1) || cfg.Runs(2) || cfg.Runs(3) || cfg.Runs(5) {
 		err := withEnv(t, cfg, binary, outDir, sandbox.Options{Nodes: cfg.Nodes, PullDelay: cfg.PullDelay, Profile: benchProfile()}, func(e *env) error {
 			var cold *coldResult
-			if cfg.runs(1) {
+			if cfg.Runs(1) {
 				r, err := e.coldCache()
 				rep.Scenarios.ColdCache = r
 				if err != nil {
@@ -261,7 +214,7 @@ func TestBench(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if cfg.runs(2) {
+			if cfg.Runs(2) {
 				r, err := e.newNodes(ns)
 				rep.Scenarios.NewNodes = r
 				if err != nil {
@@ -270,14 +223,14 @@ func TestBench(t *testing.T) {
 			}
 			// Before scenario 3, which adds caches: the held nodes wait
 			// for the one complete cache, as scenario 2's nodes do.
-			if cfg.runs(5) {
+			if cfg.Runs(5) {
 				r, err := e.heldNodes(ns)
 				rep.Scenarios.HeldNodes = r
 				if err != nil {
 					return fmt.Errorf("scenario 5: %w", err)
 				}
 			}
-			if cfg.runs(3) {
+			if cfg.Runs(3) {
 				r, err := e.steadyRefresh(ns)
 				rep.Scenarios.SteadyRefresh = r
 				if err != nil {
@@ -291,7 +244,7 @@ func TestBench(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if cfg.runs(4) {
+	if cfg.Runs(4) {
 		opts := sandbox.Options{Nodes: cfg.FastNodes, Profile: benchProfile()}
 		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
 			r, err := e.fastPods()
@@ -340,7 +293,7 @@ func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options,
 	if e.floorC, err = kubernetes.NewForConfig(fc); err != nil {
 		return err
 	}
-	if err := e.installCRD(ctx); err != nil {
+	if err := framework.InstallCRDs(ctx, e.sb.Config(), framework.ImageCacheCRD); err != nil {
 		return fmt.Errorf("installing the CRD: %w", err)
 	}
 	if e.proxy, err = startProxy(rc); err != nil {
@@ -358,40 +311,6 @@ func withEnv(t *testing.T, cfg config, binary, outDir string, o sandbox.Options,
 		return err
 	}
 	return fn(e)
-}
-
-func (e *env) installCRD(ctx context.Context) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, crd); err != nil {
-		return err
-	}
-	s := commands.Scheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(e.sb.Config(), client.Options{Scheme: s})
-	if err != nil {
-		return err
-	}
-	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	for {
-		if err := e.k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CRD not served: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func (e *env) namespace(ctx context.Context, name string) error {
@@ -492,13 +411,4 @@ func round(v float64, digits int) float64 {
 		return -float64(int64(-v*p+0.5)) / p
 	}
 	return float64(int64(v*p+0.5)) / p
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

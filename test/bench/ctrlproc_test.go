@@ -13,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
+	"github.com/kubefledged/kube-fledged/test/framework/proc"
 )
 
 // controller is one run of the controller in a process of its own, so that
@@ -27,15 +30,6 @@ type controller struct {
 	exitErr     error
 }
 
-// caps are the controller's pacing and client limits for one run.
-type caps struct {
-	Name           string `json:"name"`
-	MaxJobs        int    `json:"maxConcurrentJobs"`
-	MaxJobsPerNode int    `json:"maxConcurrentJobsPerNode"`
-	QPS            int    `json:"kubeAPIQPS"`
-	Burst          int    `json:"kubeAPIBurst"`
-}
-
 // defaultCaps are the controller's defaults (--max-concurrent-jobs 100,
 // --max-concurrent-jobs-per-node 2, --kube-api-qps 100, --kube-api-burst 200).
 var defaultCaps = caps{Name: "default caps", MaxJobs: 100, MaxJobsPerNode: 2, QPS: 100, Burst: 200}
@@ -43,7 +37,7 @@ var defaultCaps = caps{Name: "default caps", MaxJobs: 100, MaxJobsPerNode: 2, QP
 // openCaps cannot bind at the benchmark's scale: more slots than Jobs, and a
 // client rate limit far above what the API server takes on this machine.
 func openCaps(jobs, perNode int) caps {
-	return caps{Name: "non-binding caps", MaxJobs: jobs + 1, MaxJobsPerNode: perNode + 1, QPS: 5000, Burst: 10000}
+	return caps{Name: report.OpenCapsName, MaxJobs: jobs + 1, MaxJobsPerNode: perNode + 1, QPS: 5000, Burst: 10000}
 }
 
 func freeAddr() (string, error) {
@@ -91,8 +85,7 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "KUBEFLEDGED_PPROF_ADDR="+pprofAddr)
 	// The controller dies with the benchmark, however the benchmark ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		logFile.Close()
 		return nil, err
 	}

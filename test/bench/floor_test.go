@@ -16,23 +16,6 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
-// floorResult is what the control plane alone takes for the same pulls:
-// one bare Job per (image, node), created by the benchmark as fast as the
-// API server accepts them, with the very pod the controller would run. Our
-// times are reported as ratios to it, since absolute times drift with the
-// machine's load.
-type floorResult struct {
-	Jobs int `json:"jobs"`
-	// Seconds runs from the first create to the last Job finished.
-	Seconds          float64    `json:"seconds"`
-	CreateSeconds    float64    `json:"createSeconds"`
-	CreatesPerSecond float64    `json:"createsPerSecond"`
-	CreateRetries    int64      `json:"createRetries"`
-	Observed         jobFigures `json:"observed"`
-	CPU              cpuDelta   `json:"cpu"`
-	CleanupSeconds   float64    `json:"cleanupSeconds"`
-}
-
 // floorJob is the controller's pull Job for (image, node) without what ties
 // it to the controller: no owner (the garbage collector would delete a Job
 // whose owner does not exist) and none of its labels (its start-up clean-up

@@ -9,51 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
-	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
-
-// benchStartupTaint is the taint scenario 5's nodes register with: the one
-// the docs suggest.
-var benchStartupTaint = &plan.StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}
-
-// Scenario 5: HeldNodes nodes join a cluster whose cache is complete, each
-// registered with the startup taint, and the controller holds each until
-// its images are pulled. What a node costs is its hold: the time from its
-// creation to its release, during which it is paid for and runs nothing.
-type heldResult struct {
-	Run              runInfo `json:"run"`
-	ClusterNodes     int     `json:"clusterNodes"`
-	HeldNodes        int     `json:"heldNodes"`
-	Images           int     `json:"images"`
-	Pairs            int     `json:"pairs"`
-	PullDelaySeconds float64 `json:"pullDelaySeconds"`
-	// Per node, from when the benchmark's watch first saw it (its
-	// creation) to when it saw it without the taint: median, 90th
-	// percentile and max over the nodes released.
-	HoldMedian float64 `json:"holdMedianSeconds"`
-	HoldP90    float64 `json:"holdP90Seconds"`
-	HoldMax    float64 `json:"holdMaxSeconds"`
-	// The same from when each node was seen Ready, as scenario 2 counts.
-	HoldAfterReadyMedian float64 `json:"holdAfterReadyMedianSeconds"`
-	HoldAfterReadyMax    float64 `json:"holdAfterReadyMaxSeconds"`
-	// ReleaseAfterPulled is, per node, from the last of its pull Jobs
-	// seen finished to its release: what the release itself adds to the
-	// pulls (median, max).
-	ReleaseAfterPulledMedian float64 `json:"releaseAfterPulledMedianSeconds"`
-	ReleaseAfterPulledMax    float64 `json:"releaseAfterPulledMaxSeconds"`
-	// AllReleasedSeconds runs from the create of the first node to the
-	// release of the last.
-	AllReleasedSeconds float64 `json:"allReleasedSeconds"`
-	// ReleasedBy counts the releases by reason, from the controller's
-	// kubefledged_node_startup_taint_hold_seconds histogram; HistogramMean
-	// is its mean over this scenario's releases.
-	ReleasedBy           map[string]int `json:"releasedBy"`
-	HistogramMeanSeconds float64        `json:"histogramMeanSeconds"`
-	// NodesNotReleased are held nodes still tainted at the end.
-	NodesNotReleased []string `json:"nodesNotReleased,omitempty"`
-	Phase            *phase   `json:"phase"`
-}
 
 func (e *env) heldNodes(ns string) (*heldResult, error) {
 	ctx, cancel := e.phaseContext()
@@ -157,7 +114,7 @@ func (e *env) heldNodes(ns string) (*heldResult, error) {
 	r.ReleaseAfterPulledMedian, r.ReleaseAfterPulledMax = quantile(afterPulled, 0.5), quantile(afterPulled, 1)
 	r.AllReleasedSeconds = round(last.Sub(began).Seconds(), 2)
 	p.Seconds = round(done.Sub(began).Seconds(), 2)
-	p.timeline(jw, began, done)
+	timeline(p, jw, began, done)
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)
 	e.statusWrites(p, cacheName, began, done)

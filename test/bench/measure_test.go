@@ -9,63 +9,6 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
-// phase is one measured run of the controller.
-type phase struct {
-	Name  string `json:"name"`
-	Caps  caps   `json:"caps"`
-	Pairs int    `json:"pairs"`
-	// Seconds runs from the cache's creation (scenario 2: from the new
-	// nodes being Ready) to its final status, as seen through a watch.
-	Seconds      float64 `json:"seconds"`
-	RatioToFloor float64 `json:"ratioToFloor,omitempty"`
-	// Where the time went, from the same start: the first Job created, the
-	// last Job created, the last Job seen finished. What follows the last
-	// Job (TailSeconds) is the controller's alone: seeing the result,
-	// deleting the Jobs, writing the final status.
-	FirstJobSeconds float64        `json:"firstJobSeconds"`
-	LastJobSeconds  float64        `json:"lastJobCreatedSeconds"`
-	LastDoneSeconds float64        `json:"lastJobFinishedSeconds"`
-	TailSeconds     float64        `json:"tailSeconds"`
-	Status          *statusFigures `json:"finalStatus,omitempty"`
-	Jobs            jobFigures     `json:"jobs"`
-	// Requests are counted by the proxy in front of the controller.
-	Requests requestDelta `json:"requests"`
-	// ClientGo is rest_client_requests_total from the controller's metrics
-	// endpoint, by method and code; Metrics the kubefledged_* series.
-	ClientGo             map[string]float64 `json:"clientGoRequests"`
-	Metrics              map[string]float64 `json:"kubefledgedMetrics"`
-	CPU                  cpuDelta           `json:"cpu"`
-	ControllerCPUSeconds float64            `json:"controllerCPUSeconds"`
-	// ControllerPeakRSSMiB is VmHWM of the controller's process, which
-	// started just before the run.
-	ControllerPeakRSSMiB float64 `json:"controllerPeakRSSMiB"`
-	// What the RSS was made of: at the start of the run, and at its end in
-	// anonymous memory, file-backed pages (the binary) and Go heap in use.
-	ControllerStartRSSMiB     float64 `json:"controllerStartRSSMiB"`
-	ControllerEndAnonMiB      float64 `json:"controllerEndRSSAnonMiB"`
-	ControllerEndFileMiB      float64 `json:"controllerEndRSSFileMiB"`
-	ControllerEndHeapInuseMiB float64 `json:"controllerEndGoHeapInuseMiB"`
-	// JobWritesPerPair counts every create, update, patch and delete the
-	// controller sent for Jobs (a deletecollection counts once).
-	JobWritesPerPair float64 `json:"jobWritesPerPair"`
-	// StatusWrites are the controller's writes to the cache during the
-	// operation, start and final status included.
-	StatusWrites              int     `json:"statusWrites"`
-	StatusWritesPerSecond     float64 `json:"statusWritesPerSecond"`
-	StatusWritesPeakPerSecond int     `json:"statusWritesPeakPerSecond"`
-	CleanupSeconds            float64 `json:"cleanupSeconds"`
-	Profile                   string  `json:"profile,omitempty"`
-}
-
-type statusFigures struct {
-	Status          string          `json:"status"`
-	Reason          string          `json:"reason"`
-	Progress        string          `json:"progress"`
-	Counts          v1alpha2.Counts `json:"counts"`
-	FailedImages    int             `json:"failedImages"`
-	FailuresOmitted int32           `json:"failuresOmitted"`
-}
-
 func statusOf(c *v1alpha2.ImageCache) *statusFigures {
 	s := &statusFigures{Status: string(c.Status.Status), Reason: c.Status.Reason, Progress: c.Status.Progress,
 		FailedImages: len(c.Status.Failures), FailuresOmitted: c.Status.FailuresOmitted}
@@ -111,7 +54,7 @@ func (m *meter) stop(p *phase) error {
 	p.ControllerEndAnonMiB, p.ControllerEndFileMiB = mib(mem.Anon), mib(mem.File)
 	p.ControllerEndHeapInuseMiB = round(after["go_memstats_heap_inuse_bytes"]/(1<<20), 1)
 	if p.Pairs > 0 {
-		p.JobWritesPerPair = round(float64(p.Requests.count("jobs", "create", "update", "patch", "delete", "deletecollection"))/float64(p.Pairs), 3)
+		p.JobWritesPerPair = round(float64(p.Requests.Count("jobs", "create", "update", "patch", "delete", "deletecollection"))/float64(p.Pairs), 3)
 	}
 	return nil
 }
@@ -193,7 +136,7 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 		return nil, nil, err
 	}
 	p.Seconds = round(done.Sub(began).Seconds(), 2)
-	p.timeline(jw, began, done)
+	timeline(p, jw, began, done)
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)
 	e.statusWrites(p, cache.Name, began, done)
@@ -223,7 +166,7 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 
 func mib(kib int64) float64 { return round(float64(kib)/1024, 1) }
 
-func (p *phase) timeline(jw *jobWatch, began, done time.Time) {
+func timeline(p *phase, jw *jobWatch, began, done time.Time) {
 	first, last, lastDone := jw.times()
 	if first.IsZero() {
 		return

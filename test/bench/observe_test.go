@@ -185,19 +185,6 @@ func jobState(j *batchv1.Job) batchv1.JobConditionType {
 	return ""
 }
 
-// jobFigures is what a phase's Jobs looked like from the API server.
-type jobFigures struct {
-	Created           int `json:"created"`
-	Succeeded         int `json:"succeeded"`
-	Failed            int `json:"failed"`
-	DeletedUnfinished int `json:"deletedUnfinished"`
-	PeakInFlight      int `json:"peakInFlight"`
-	PeakInFlightNode  int `json:"peakInFlightPerNode"`
-	// Pairs and PairsDone are the pulls in the Jobs created and finished.
-	Pairs     int `json:"pairs"`
-	PairsDone int `json:"pairsDone"`
-}
-
 func (w *jobWatch) figures() jobFigures {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -145,18 +145,6 @@ func sampleCPU(sandboxDir string, controllerPID int) cpuSample {
 	return s
 }
 
-// cpuDelta is where the CPU went during a phase, in CPU seconds.
-type cpuDelta struct {
-	Seconds   float64            `json:"wallSeconds"`
-	ByProcess map[string]float64 `json:"cpuSecondsByProcess"`
-	// MachineBusy is the whole machine's busy CPU seconds; Others is what
-	// neither the sandbox, the controller nor the benchmark used: the other
-	// work on the machine.
-	MachineBusy float64 `json:"machineBusyCPUSeconds"`
-	Others      float64 `json:"otherWorkCPUSeconds"`
-	Cores       float64 `json:"coreSeconds"`
-}
-
 func cpuBetween(a, b cpuSample) cpuDelta {
 	d := cpuDelta{Seconds: b.at.Sub(a.at).Seconds(), ByProcess: map[string]float64{}, MachineBusy: b.busy - a.busy, Cores: b.total - a.total}
 	ours := 0.0

@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -80,7 +80,7 @@ func startProxy(cfg *rest.Config) (*apiProxy, error) {
 		p.mu.Lock()
 		p.counts[key]++
 		p.perSecond[now.Unix()]++
-		if cache != "" && isWrite(key.Verb) {
+		if cache != "" && report.IsWrite(key.Verb) {
 			p.cacheWrites[cache] = append(p.cacheWrites[cache], now)
 		}
 		p.mu.Unlock()
@@ -162,27 +162,6 @@ func (p *apiProxy) cacheWriteTimes(from, to time.Time) map[string][]time.Time {
 	return out
 }
 
-// requestDelta is what the controller sent between two snapshots.
-type requestDelta struct {
-	// ByVerbResource counts requests as "verb resource", e.g. "create jobs".
-	ByVerbResource map[string]int `json:"byVerbResource"`
-	// Codes counts the answers to every request but watches.
-	Codes map[string]int `json:"codes"`
-	Total int            `json:"total"`
-	// PeakPerSecond is the most requests that arrived within one wall-clock
-	// second; MeanPerSecond is the total over the phase's duration.
-	PeakPerSecond int     `json:"peakPerSecond"`
-	MeanPerSecond float64 `json:"meanPerSecond"`
-	// PeakWindowPerSecond is the mean rate over the busiest rateWindow
-	// seconds: a client-side token bucket of rate q and burst b admits at
-	// most b + q*W requests in any W seconds, so this is what can be held
-	// against --kube-api-qps and --kube-api-burst.
-	PeakWindowPerSecond float64 `json:"peakPerSecondOver10s"`
-}
-
-// rateWindow is the window, in seconds, of PeakWindowPerSecond.
-const rateWindow = 10
-
 func deltaOf(before, after proxySnapshot) requestDelta {
 	d := requestDelta{ByVerbResource: map[string]int{}, Codes: map[string]int{}}
 	for k, v := range after.counts {
@@ -216,43 +195,6 @@ func deltaOf(before, after proxySnapshot) requestDelta {
 		d.MeanPerSecond = float64(d.Total) / secs
 	}
 	return d
-}
-
-// count returns the requests of the given verbs on a resource.
-func (d requestDelta) count(resource string, verbs ...string) int {
-	n := 0
-	for _, v := range verbs {
-		n += d.ByVerbResource[v+" "+resource]
-	}
-	return n
-}
-
-// writes returns every write, on any resource.
-func (d requestDelta) writes() int {
-	n := 0
-	for k, v := range d.ByVerbResource {
-		if isWrite(strings.SplitN(k, " ", 2)[0]) {
-			n += v
-		}
-	}
-	return n
-}
-
-func (d requestDelta) sortedKeys() []string {
-	var keys []string
-	for k := range d.ByVerbResource {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
-	}
-	return false
 }
 
 // classify names a request as the API server's audit log would: its verb

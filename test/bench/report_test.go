@@ -4,65 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/kubefledged/kube-fledged/test/sandbox"
+	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
 )
 
-// report is docs/benchmarks.json; docs/benchmarks.md renders it.
-type report struct {
-	Generated       string  `json:"generated"`
-	DurationMinutes float64 `json:"durationMinutes"`
-	Machine         machine `json:"machine"`
-	Config          config  `json:"config"`
-	Scenarios       struct {
-		ColdCache     *coldResult     `json:"coldCache,omitempty"`
-		NewNodes      *newNodesResult `json:"newNodes,omitempty"`
-		SteadyRefresh *refreshResult  `json:"steadyRefresh,omitempty"`
-		FastPods      *fastResult     `json:"fastPods,omitempty"`
-		HeldNodes     *heldResult     `json:"heldNodes,omitempty"`
-	} `json:"scenarios"`
-	Targets []target `json:"targets"`
-	// Profiles are `go tool pprof -top` of the controller during scenario 1.
-	Profiles map[string]string `json:"profiles,omitempty"`
-	Errors   []string          `json:"errors,omitempty"`
-
+// benchRun is the report of the run going on, and what finishing it needs.
+type benchRun struct {
+	*report.Report
 	began        time.Time
 	root         string
 	prevProfiles map[string]string
 }
 
-type machine struct {
-	CPUs         int     `json:"cpus"`
-	MemoryGiB    float64 `json:"memoryGiB"`
-	Go           string  `json:"go"`
-	Kubernetes   string  `json:"kubernetes"`
-	Kwok         string  `json:"kwok"`
-	Kernel       string  `json:"kernel"`
-	LoadAvgStart string  `json:"loadAvgStart"`
-	LoadAvgEnd   string  `json:"loadAvgEnd"`
-}
-
-// target is one line of the issue's targets, held against a figure.
-type target struct {
-	Scenario string `json:"scenario"`
-	Figure   string `json:"figure"`
-	Value    string `json:"value"`
-	Target   string `json:"target"`
-	// Pass is empty when the figure has no numeric target.
-	Pass string `json:"pass"`
-}
-
-func newReport(cfg config, root string) *report {
-	r := &report{Config: cfg, began: time.Now(), root: root}
-	r.Machine = machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadAvgStart: loadAvg()}
+func newReport(cfg config, root string) *benchRun {
+	r := &benchRun{Report: &report.Report{Config: cfg}, began: time.Now(), root: root}
+	r.Machine = report.Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadAvgStart: loadAvg()}
 	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb float64
 		for _, l := range strings.Split(string(raw), "\n") {
@@ -101,11 +63,11 @@ func loadAvg() string {
 }
 
 // finish fixes the end of the run, the targets and the profile summaries.
-func (r *report) finish() {
+func (r *benchRun) finish() {
 	r.Generated = time.Now().UTC().Format(time.RFC3339)
 	r.DurationMinutes = round(time.Since(r.began).Minutes(), 1)
 	r.Machine.LoadAvgEnd = loadAvg()
-	r.Targets = r.targets()
+	r.Targets = r.EvalTargets()
 	r.Profiles = map[string]string{}
 	if r.prevProfiles != nil {
 		r.Profiles = r.prevProfiles
@@ -145,185 +107,13 @@ func trimPprof(s string) string {
 	return strings.TrimSpace(strings.Join(out, "\n"))
 }
 
-func passFail(ok bool) string {
-	if ok {
-		return "pass"
-	}
-	return "FAIL"
-}
-
-func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
-func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
-
-// progressWritesPerSecond leaves out the two writes every operation makes
-// whatever its length (Processing at the start, the final status): the
-// target is on how progress writes are coalesced.
-func progressWritesPerSecond(p *phase) float64 {
-	if p.Seconds <= 0 {
-		return 0
-	}
-	return float64(max(0, p.StatusWrites-2)) / p.Seconds
-}
-
-// apiWritesPerPair is what an operation writes per (image, node): its Job
-// writes and its cache's status writes.
-func apiWritesPerPair(p *phase) float64 {
-	if p.Pairs == 0 {
-		return 0
-	}
-	return p.JobWritesPerPair + float64(p.StatusWrites)/float64(p.Pairs)
-}
-
-// profileName is the profile a run was measured on; runs before it was
-// recorded were all on the tuned one.
-func profileName(p string) string {
-	if p == "" {
-		return string(sandbox.ProfileTuned)
-	}
-	return p
-}
-
-func profileText(p string) string {
-	switch p {
-	case string(sandbox.ProfileTuned):
-		return "tuned: kcm syncs 50 Jobs at a time at 300 QPS, the scheduler binds at 300 QPS"
-	case string(sandbox.ProfileStock):
-		return "stock: kcm syncs 5 Jobs at a time at 20 QPS, the scheduler at 50 QPS (managed clusters' defaults)"
-	case "":
-		return "tuned (the runs before the profile was recorded)"
-	}
-	return p
-}
-
-func (r *report) targets() []target {
-	var out []target
-	add := func(s, fig, val, tgt, pass string) {
-		out = append(out, target{Scenario: s, Figure: fig, Value: val, Target: tgt, Pass: pass})
-	}
-	common := func(s string, p *phase) {
-		add(s, "Job writes per (image, node)", f2(p.JobWritesPerPair), "≤ 2", passFail(p.JobWritesPerPair <= 2))
-		pw := progressWritesPerSecond(p)
-		add(s, "status writes per cache per second (progress; start and final left out)",
-			fmt.Sprintf("%.2f (%d writes in %.0f s, at most %d in one second)", pw, p.StatusWrites, p.Seconds, p.StatusWritesPeakPerSecond),
-			"≤ about 1", passFail(pw <= 1.05))
-	}
-	if c := r.Scenarios.ColdCache; c != nil {
-		for _, p := range c.Runs {
-			s := "1 " + p.Caps.Name
-			if p.Caps.Name == openCaps(0, 0).Name {
-				// On stock settings kcm's Job syncs set the floor's pace,
-				// and node pull Jobs are to beat it five times over.
-				limit, text := 1.25, "≤ 1.25x"
-				if c.Run.Config.Profile == string(sandbox.ProfileStock) {
-					limit, text = 0.2, "≤ 0.2x (1/5 of the Job-per-pair floor)"
-				}
-				add(s, "time to final status / floor", fmt.Sprintf("%.2fx (%.0f s / %.0f s)", p.RatioToFloor, p.Seconds, c.Floor.Seconds), text, passFail(p.RatioToFloor <= limit))
-				apw := apiWritesPerPair(p)
-				add(s, "API writes per (image, node): Jobs and status", f2(apw), "≤ 0.3", passFail(apw <= 0.3))
-			} else {
-				add(s, "time to final status / floor", fmt.Sprintf("%.2fx (%.0f s / %.0f s)", p.RatioToFloor, p.Seconds, c.Floor.Seconds), "(none: the caps bind by design)", "")
-				bound := (float64(p.Caps.Burst) + float64(p.Caps.QPS)*(rateWindow+1)) / rateWindow
-				add(s, "controller API requests per second: mean; busiest 10 s",
-					fmt.Sprintf("%.1f; %.1f", p.Requests.MeanPerSecond, p.Requests.PeakWindowPerSecond),
-					fmt.Sprintf("mean ≤ %d (--kube-api-qps); busiest 10 s ≤ %.0f (qps + burst/10)", p.Caps.QPS, bound),
-					passFail(p.Requests.MeanPerSecond <= float64(p.Caps.QPS) && p.Requests.PeakWindowPerSecond <= bound))
-				add(s, "peak Jobs in flight (API watch): total; per node",
-					fmt.Sprintf("%d; %d", p.Jobs.PeakInFlight, p.Jobs.PeakInFlightNode),
-					fmt.Sprintf("≤ %d; ≤ %d", p.Caps.MaxJobs, p.Caps.MaxJobsPerNode),
-					passFail(p.Jobs.PeakInFlight <= p.Caps.MaxJobs && p.Jobs.PeakInFlightNode <= p.Caps.MaxJobsPerNode))
-			}
-			common(s, p)
-			add(s, "controller peak RSS", fmt.Sprintf("%.0f MiB", p.ControllerPeakRSSMiB), "≤ 100 MiB", passFail(p.ControllerPeakRSSMiB <= 100))
-		}
-	}
-	if n := r.Scenarios.NewNodes; n != nil && n.Phase != nil {
-		add("2", "first Job on each new node after it was Ready (max; median)", fmt.Sprintf("%.1f s; %.1f s", n.FirstJobAfterReadyMax, n.FirstJobAfterReadyMedian), "≤ 5 s", passFail(n.FirstJobAfterReadyMax <= 5))
-		waves := math.Ceil(float64(n.Images) / float64(n.Phase.Caps.MaxJobsPerNode))
-		limit := 5 + waves*n.PullDelaySeconds
-		add("2", "all images of each new node pulled after it was Ready (max)", f1(n.AllPulledAfterReadyMax)+" s",
-			fmt.Sprintf("≤ 5 s + %.0f waves (%d images, %d per node) × %.0f s pull = %.0f s", waves, n.Images, n.Phase.Caps.MaxJobsPerNode, n.PullDelaySeconds, limit),
-			passFail(n.AllPulledAfterReadyMax <= limit))
-		add("2", "new nodes that got every image", fmt.Sprintf("%d of %d", n.NewNodes-len(n.NodesNotPulled), n.NewNodes), "all", passFail(len(n.NodesNotPulled) == 0))
-		add("2", "Jobs created on other nodes", fmt.Sprint(n.JobsOnOtherNodes), "0", passFail(n.JobsOnOtherNodes == 0))
-		if n.Floor != nil {
-			add("2", "time from the last node Ready to final status / floor", fmt.Sprintf("%.2fx (%.1f s / %.1f s)", n.Phase.RatioToFloor, n.Phase.Seconds, n.Floor.Seconds), "(none)", "")
-		}
-		common("2", n.Phase)
-	}
-	if s := r.Scenarios.SteadyRefresh; s != nil {
-		add("3", "Jobs created by refreshes of complete caches", fmt.Sprint(s.JobsCreated), "0", passFail(s.JobsCreated == 0 && s.Refreshes > 0))
-		add("3", "API writes per cache per refresh", fmt.Sprintf("%.1f (%d refreshes)", s.WritesPerRefresh, s.Refreshes), "(reported)", "")
-	}
-	if f := r.Scenarios.FastPods; f != nil {
-		exact := 0
-		for _, run := range f.Runs {
-			if run.Exact {
-				exact++
-			}
-		}
-		add("4", "runs with every result seen, none failed or pending", fmt.Sprintf("%d of %d", exact, len(f.Runs)), "every run",
-			passFail(f.Exact && len(f.Runs) == f.Run.Config.FastRuns))
-	}
-	if h := r.Scenarios.HeldNodes; h != nil && h.Phase != nil {
-		released := h.HeldNodes - len(h.NodesNotReleased)
-		add("5", "held nodes released once their images were pulled (not at the timeout)",
-			fmt.Sprintf("%d of %d (%s)", h.ReleasedBy["cached"], h.HeldNodes, reasons(h.ReleasedBy)), "all",
-			passFail(released == h.HeldNodes && h.ReleasedBy["cached"] == h.HeldNodes))
-		// The hold is the new-node pulls plus the release: held against
-		// scenario 2 when both ran at one scale (as in a full run, back to
-		// back), with the release's own part beside it.
-		add("5", "release after the node's last pull finished (max; median)", fmt.Sprintf("%.2f s; %.2f s", h.ReleaseAfterPulledMax, h.ReleaseAfterPulledMedian),
-			"≤ 5 s (scenario 2's reaction time)", passFail(h.ReleaseAfterPulledMax <= 5))
-		hold := fmt.Sprintf("%.1f s; %.1f s", h.HoldAfterReadyMax, h.HoldAfterReadyMedian)
-		n := r.Scenarios.NewNodes
-		switch {
-		case n == nil || n.Phase == nil:
-			add("5", "hold per node after it was Ready (max; median)", hold, "(scenario 2 not measured)", "")
-		case n.ClusterNodes != h.ClusterNodes || n.NewNodes != h.HeldNodes || n.Images != h.Images || n.PullDelaySeconds != h.PullDelaySeconds:
-			add("5", "hold per node after it was Ready (max; median)", hold,
-				fmt.Sprintf("(reported: scenario 2 ran at another scale, %d new nodes × %d images on %d, all pulled %.1f s after Ready at most)",
-					n.NewNodes, n.Images, n.ClusterNodes, n.AllPulledAfterReadyMax), "")
-		default:
-			limit := n.AllPulledAfterReadyMax + 5
-			add("5", "hold per node after it was Ready (max; median)", hold,
-				fmt.Sprintf("≤ scenario 2's all images pulled after Ready (%.1f s) + 5 s = %.1f s", n.AllPulledAfterReadyMax, limit),
-				passFail(h.HoldAfterReadyMax <= limit))
-		}
-	}
-	return out
-}
-
-func (r *report) write(dir string) error {
-	raw, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "benchmarks.json"), append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown()), 0o644)
-}
-
-// runInfo says when and at what scale a scenario ran: scenarios may come
-// from different runs (BENCH_MERGE), each with its floor from its own run.
-type runInfo struct {
-	Started string `json:"started"`
-	LoadAvg string `json:"loadAvgAtStart"`
-	Config  config `json:"config"`
-}
-
 func (e *env) runInfo() runInfo {
 	return runInfo{Started: time.Now().UTC().Format(time.RFC3339), LoadAvg: loadAvg(), Config: e.cfg}
 }
 
-func (ri runInfo) describe(m *md, what string) {
-	m.p("Measured %s (load average %s at its start) on the %s control plane; %s.", ri.Started, ri.LoadAvg, profileName(ri.Config.Profile), what)
-	m.p("")
-}
-
 // merge takes the scenarios this run did not measure from an earlier run's
 // JSON, so that the scenarios can be run (or re-run) one at a time.
-func (r *report) merge(root string) error {
+func (r *benchRun) merge(root string) error {
 	raw, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.json"))
 	if os.IsNotExist(err) {
 		return nil
@@ -331,399 +121,26 @@ func (r *report) merge(root string) error {
 	if err != nil {
 		return err
 	}
-	prev := &report{}
+	prev := &report.Report{}
 	if err := json.Unmarshal(raw, prev); err != nil {
 		return err
 	}
 	ps, s := prev.Scenarios, &r.Scenarios
-	if !r.Config.runs(1) {
+	if !r.Config.Runs(1) {
 		s.ColdCache = ps.ColdCache
 		r.prevProfiles = prev.Profiles
 	}
-	if !r.Config.runs(2) {
+	if !r.Config.Runs(2) {
 		s.NewNodes = ps.NewNodes
 	}
-	if !r.Config.runs(3) {
+	if !r.Config.Runs(3) {
 		s.SteadyRefresh = ps.SteadyRefresh
 	}
-	if !r.Config.runs(4) {
+	if !r.Config.Runs(4) {
 		s.FastPods = ps.FastPods
 	}
-	if !r.Config.runs(5) {
+	if !r.Config.Runs(5) {
 		s.HeldNodes = ps.HeldNodes
 	}
 	return nil
-}
-
-// rerender writes docs/benchmarks.md (and the targets in the JSON) again
-// from docs/benchmarks.json.
-func rerender(root string) error {
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.json"))
-	if err != nil {
-		return err
-	}
-	r := &report{root: root}
-	if err := json.Unmarshal(raw, r); err != nil {
-		return err
-	}
-	// The targets follow from the figures: a target changed in the code
-	// since the run applies to them as they stand.
-	r.Targets = r.targets()
-	return r.write(filepath.Join(root, "docs"))
-}
-
-// md accumulates markdown.
-type md struct{ strings.Builder }
-
-func (m *md) p(format string, a ...any) { fmt.Fprintf(m, format+"\n", a...) }
-
-func (m *md) table(head []string, rows [][]string) {
-	m.p("| %s |", strings.Join(head, " | "))
-	sep := make([]string, len(head))
-	for i := range sep {
-		sep[i] = "---"
-	}
-	m.p("|%s|", strings.Join(sep, "|"))
-	for _, r := range rows {
-		m.p("| %s |", strings.Join(r, " | "))
-	}
-	m.p("")
-}
-
-func (r *report) markdown() string {
-	var m md
-	m.p("# Benchmarks")
-	m.p("")
-	m.p("Written by `make bench` (`test/bench`) on %s, in %.0f minutes. Every figure comes from one run on the", r.Generated, r.DurationMinutes)
-	m.p("sandbox (a real control plane with kwok nodes) and is compared with a *floor* measured in the same run on the same")
-	m.p("sandbox: the same number of bare Jobs, one per (image, node), with the same pod, created by the benchmark as fast")
-	m.p("as the API server takes them. Absolute times drift with the machine's load; the ratios are what to compare.")
-	m.p("The raw figures are in `docs/benchmarks.json`; how each is measured is at the end.")
-	m.p("")
-	if len(r.Errors) > 0 {
-		m.p("**The run did not complete:**")
-		m.p("")
-		for _, e := range r.Errors {
-			m.p("- %s", e)
-		}
-		m.p("")
-	}
-	m.p("## Machine")
-	m.p("")
-	c := r.Config
-	m.table([]string{"", ""}, [][]string{
-		{"CPUs (nproc)", fmt.Sprint(r.Machine.CPUs)},
-		{"memory", fmt.Sprintf("%.1f GiB", r.Machine.MemoryGiB)},
-		{"Go", r.Machine.Go},
-		{"Kubernetes (etcd, kube-apiserver, kcm, scheduler)", r.Machine.Kubernetes},
-		{"kwok", r.Machine.Kwok},
-		{"kernel", r.Machine.Kernel},
-		{"load average at start; at end", r.Machine.LoadAvgStart + "; " + r.Machine.LoadAvgEnd},
-		{"control plane (SANDBOX_PROFILE)", profileText(c.Profile)},
-		{"floor", fmt.Sprintf("%d creating goroutines, no client rate limit", c.FloorParallelism)},
-	})
-	m.p("The machine is shared with other work (builds and tests of other engineers): the CPU tables below say how much")
-	m.p("of it went elsewhere during each phase.")
-	m.p("")
-
-	m.p("## Targets")
-	m.p("")
-	var rows [][]string
-	for _, t := range r.Targets {
-		pass := t.Pass
-		if pass == "" {
-			pass = "—"
-		}
-		rows = append(rows, []string{t.Scenario, t.Figure, t.Value, t.Target, pass})
-	}
-	m.table([]string{"scenario", "figure", "measured", "target", "pass"}, rows)
-
-	if s := r.Scenarios.ColdCache; s != nil {
-		m.p("## Scenario 1: cold cache, %d nodes × %d images (%d pulls)", s.Nodes, s.Images, s.Pairs)
-		m.p("")
-		s.Run.describe(&m, fmt.Sprintf("pull delay %s", s.Run.Config.PullDelay))
-		r.phaseTable(&m, s.Floor, s.Runs)
-	}
-	if s := r.Scenarios.NewNodes; s != nil {
-		m.p("## Scenario 2: %d nodes join a complete %d-node cluster (%d pulls)", s.NewNodes, s.ClusterNodes, s.Pairs)
-		m.p("")
-		s.Run.describe(&m, fmt.Sprintf("pull delay %s, default caps", s.Run.Config.PullDelay))
-		if s.Phase != nil {
-			m.table([]string{"figure", "value"}, [][]string{
-				{"new-node operations started", fmt.Sprint(s.Operations)},
-				{"from the first node create to final status", f1(s.SecondsFromCreate) + " s"},
-				{"from the last node Ready to final status", f1(s.Phase.Seconds) + " s"},
-				{"first Job on a new node after it was Ready: max; median", fmt.Sprintf("%.2f s; %.2f s", s.FirstJobAfterReadyMax, s.FirstJobAfterReadyMedian)},
-				{"last Job on a new node created after it was Ready (max)", f1(s.AllStartedAfterReadyMax) + " s"},
-				{"all images of a new node pulled after it was Ready (max)", f1(s.AllPulledAfterReadyMax) + " s"},
-				{"Jobs created on other nodes", fmt.Sprint(s.JobsOnOtherNodes)},
-				{"new nodes without every image", notPulled(s.NodesNotPulled)},
-			})
-			r.phaseTable(&m, s.Floor, []*phase{s.Phase})
-		}
-	}
-	if s := r.Scenarios.SteadyRefresh; s != nil {
-		m.p("## Scenario 3: steady refresh of %d complete caches (%d nodes reporting all %d images)", s.Caches, s.Nodes, s.Images)
-		m.p("")
-		s.Run.describe(&m, "default caps")
-		var statuses []string
-		for _, k := range sortedNames(s.FinalStatuses) {
-			statuses = append(statuses, fmt.Sprintf("%s ×%d", k, s.FinalStatuses[k]))
-		}
-		m.table([]string{"figure", "value"}, [][]string{
-			{"refresh period", fmt.Sprintf("%.0f s", s.RefreshEverySeconds)},
-			{"refreshes observed", fmt.Sprintf("%d in %.0f s", s.Refreshes, s.WindowSeconds)},
-			{"final statuses", strings.Join(statuses, ", ")},
-			{"every image reported already present", fmt.Sprint(s.AllPresent)},
-			{"Jobs created", fmt.Sprint(s.JobsCreated)},
-			{"API writes per refresh", f2(s.WritesPerRefresh)},
-			{"API requests per refresh", f2(s.RequestsPerRefresh)},
-			{"controller CPU", fmt.Sprintf("%.1f s over %.0f s", s.ControllerCPUSeconds, s.WindowSeconds)},
-		})
-		m.p("Requests by verb and resource over the window:")
-		m.p("")
-		m.table([]string{"request", "count"}, requestRows(s.Requests))
-	}
-	if s := r.Scenarios.FastPods; s != nil {
-		m.p("## Scenario 4: %d fast pulls (%d nodes × %d images, pods finish in milliseconds)", s.Pulls, s.Nodes, s.Images)
-		m.p("")
-		s.Run.describe(&m, fmt.Sprintf("no pull delay, pull deadline %s", s.Run.Config.FastDeadline))
-		var runs []*phase
-		var rows [][]string
-		for i, run := range s.Runs {
-			runs = append(runs, &run.phase)
-			problems := "none"
-			if len(run.Problems) > 0 {
-				problems = strings.Join(run.Problems, "; ")
-			}
-			st := run.Status
-			rows = append(rows, []string{fmt.Sprint(i + 1), run.Caps.Name, st.Status,
-				fmt.Sprintf("%d/%d/%d/%d", st.Counts.Succeeded, st.Counts.Failed, st.Counts.InFlight, st.Counts.Waiting), fmt.Sprint(run.Exact), problems})
-		}
-		m.table([]string{"run", "caps", "status", "succeeded/failed/inFlight/waiting", "exact", "problems"}, rows)
-		r.phaseTable(&m, s.Floor, runs)
-	}
-
-	if s := r.Scenarios.HeldNodes; s != nil {
-		m.p("## Scenario 5: %d nodes join a complete %d-node cluster with the startup taint (%d pulls)", s.HeldNodes, s.ClusterNodes, s.Pairs)
-		m.p("")
-		s.Run.describe(&m, fmt.Sprintf("pull delay %s, default caps, `--node-startup-taint=%s`, timeout 10m", s.Run.Config.PullDelay, benchStartupTaint))
-		if s.Phase != nil {
-			m.table([]string{"figure", "value"}, [][]string{
-				{"hold per node, from its creation to its release: median; p90; max", fmt.Sprintf("%.1f s; %.1f s; %.1f s", s.HoldMedian, s.HoldP90, s.HoldMax)},
-				{"hold per node, from Ready to its release: median; max", fmt.Sprintf("%.1f s; %.1f s", s.HoldAfterReadyMedian, s.HoldAfterReadyMax)},
-				{"release after the node's last pull finished: median; max", fmt.Sprintf("%.2f s; %.2f s", s.ReleaseAfterPulledMedian, s.ReleaseAfterPulledMax)},
-				{"from the first node create to the last release", f1(s.AllReleasedSeconds) + " s"},
-				{"releases by reason (controller metric)", reasons(s.ReleasedBy)},
-				{"mean of `kubefledged_node_startup_taint_hold_seconds` (1-s creation times)", f1(s.HistogramMeanSeconds) + " s"},
-				{"nodes not released", notPulled(s.NodesNotReleased)},
-			})
-			r.phaseTable(&m, nil, []*phase{s.Phase})
-		}
-	}
-	if len(r.Profiles) > 0 {
-		m.p("## CPU profile of the controller during scenario 1")
-		m.p("")
-		m.p("Back-to-back 10-second CPU profiles of the controller's process over each run, merged")
-		m.p("(`bin/bench/cpu-s1-*.pb.gz`; `go tool pprof -http : <file>` to browse).")
-		m.p("")
-		for _, k := range sortedNames(r.Profiles) {
-			m.p("### %s", k)
-			m.p("")
-			m.p("```")
-			m.p("%s", r.Profiles[k])
-			m.p("```")
-			m.p("")
-		}
-	}
-
-	if raw, err := os.ReadFile(filepath.Join(r.root, "test", "bench", "limits.md")); err == nil {
-		m.p("%s", strings.TrimSpace(string(raw)))
-		m.p("")
-	}
-	m.p("## How the figures are measured")
-	m.p("")
-	m.p("- **Time to final status**: from the create of the cache to the first watch event showing it final (not")
-	m.p("  Processing, with a completion time and the operation's reason). **Floor**: from the first create to the last")
-	m.p("  Job seen Complete through a watch.")
-	m.p("- **Peak Jobs in flight**: a watch on the namespace's Jobs counts those created and not yet Complete or Failed.")
-	m.p("- **API requests**: the controller talks to the API server through a counting proxy in the benchmark's")
-	m.p("  process, which classifies each request by verb and resource as the API server's audit log would (a")
-	m.p("  `deletecollection` counts once). client-go's `rest_client_requests_total` (by method and code, scraped from")
-	m.p("  the controller's metrics endpoint before and after) is in the JSON as a cross-check. **Job writes per")
-	m.p("  (image, node)**: creates, updates, patches, deletes and deletecollections of Jobs over the pairs. **Status")
-	m.p("  writes**: every write to the cache (status or metadata) during the operation.")
-	m.p("- **Controller CPU and RSS**: the controller runs as its own process (`test/bench/controller`: the product's")
-	m.p("  `commands.Main` plus a pprof listener), started fresh for each run. CPU is utime+stime from")
-	m.p("  `/proc/<pid>/stat` over the run; peak RSS is `VmHWM` from `/proc/<pid>/status`, the peak since the process")
-	m.p("  started just before the run. The sandbox's processes are found by their arguments and measured the same way;")
-	m.p("  *other* is the machine's busy time (`/proc/stat`) that none of them used.")
-	m.p("- **Non-binding caps**: `--max-concurrent-jobs` above the number of pulls, `--max-concurrent-jobs-per-node`")
-	m.p("  above the images, `--kube-api-qps 5000 --kube-api-burst 10000`. **Default caps**: the flags' defaults (100,")
-	m.p("  2, 100, 200). The pull deadline is %s in scenarios 1-3 and 5 so that no Job of a loaded control plane expires.", c.Deadline)
-	m.p("- **Hold** (scenario 5): per node, from the benchmark's watch first seeing the node to it seeing the node")
-	m.p("  without the startup taint; the controller's histogram counts from the node's creationTimestamp, whole seconds.")
-	m.p("")
-	m.p("Run it with `make bench`; the scale comes from the environment: `BENCH_NODES`, `BENCH_IMAGES`,")
-	m.p("`BENCH_NEW_NODES`, `BENCH_HELD_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`, `BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`,")
-	m.p("`BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`, `BENCH_SCENARIOS` (e.g. `1,4`).")
-	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous `docs/benchmarks.json` (each scenario keeps")
-	m.p("its own floor, from its own run); `BENCH_RENDER=1` only re-renders this file from the JSON, e.g. after editing")
-	m.p("`test/bench/limits.md`.")
-	return m.String()
-}
-
-func requestRows(d requestDelta) [][]string {
-	var rows [][]string
-	for _, k := range d.sortedKeys() {
-		rows = append(rows, []string{"`" + k + "`", fmt.Sprint(d.ByVerbResource[k])})
-	}
-	return rows
-}
-
-// phaseTable renders the floor and the runs side by side.
-func (r *report) phaseTable(m *md, fl *floorResult, runs []*phase) {
-	head := []string{"figure"}
-	if fl != nil {
-		head = append(head, "floor (bare Jobs)")
-	}
-	for _, p := range runs {
-		head = append(head, p.Name)
-	}
-	var rows [][]string
-	row := func(name, floor string, f func(p *phase) string) {
-		out := []string{name}
-		if fl != nil {
-			out = append(out, floor)
-		}
-		for _, p := range runs {
-			out = append(out, f(p))
-		}
-		rows = append(rows, out)
-	}
-	fv := func(f func(*floorResult) string) string {
-		if fl == nil {
-			return ""
-		}
-		return f(fl)
-	}
-	row("time (s)", fv(func(f *floorResult) string { return f1(f.Seconds) }), func(p *phase) string { return f1(p.Seconds) })
-	if fl != nil {
-		row("ratio to floor", "1", func(p *phase) string { return f2(p.RatioToFloor) + "x" })
-	}
-	row("first Job created; last created; last finished; final status after the last Job (s)",
-		fv(func(f *floorResult) string { return fmt.Sprintf("0; %.1f; %.1f; —", f.CreateSeconds, f.Seconds) }),
-		func(p *phase) string {
-			if p.LastDoneSeconds < 0 {
-				// No Job seen finished: node Jobs went before the Job
-				// controller said Complete (runs before the watch counted
-				// those as finished).
-				return fmt.Sprintf("%.1f; %.1f; —; —", p.FirstJobSeconds, p.LastJobSeconds)
-			}
-			return fmt.Sprintf("%.1f; %.1f; %.1f; %.1f", p.FirstJobSeconds, p.LastJobSeconds, p.LastDoneSeconds, p.TailSeconds)
-		})
-	row("pulls in the Jobs created; in the Jobs finished (watch)", fv(func(f *floorResult) string { return fmt.Sprint(f.Observed.Created) }),
-		func(p *phase) string {
-			if p.Jobs.Pairs == 0 {
-				return "—"
-			}
-			return fmt.Sprintf("%d; %d", p.Jobs.Pairs, p.Jobs.PairsDone)
-		})
-	row("Jobs created (watch)", fv(func(f *floorResult) string { return fmt.Sprint(f.Observed.Created) }), func(p *phase) string { return fmt.Sprint(p.Jobs.Created) })
-	row("peak Jobs in flight: total; per node", fv(func(f *floorResult) string {
-		return fmt.Sprintf("%d; %d", f.Observed.PeakInFlight, f.Observed.PeakInFlightNode)
-	}), func(p *phase) string { return fmt.Sprintf("%d; %d", p.Jobs.PeakInFlight, p.Jobs.PeakInFlightNode) })
-	row("creates per second", fv(func(f *floorResult) string { return fmt.Sprintf("%.0f", f.CreatesPerSecond) }), func(p *phase) string {
-		if p.LastJobSeconds-p.FirstJobSeconds <= 0 {
-			return ""
-		}
-		return fmt.Sprintf("%.0f", float64(p.Jobs.Created)/(p.LastJobSeconds-p.FirstJobSeconds))
-	})
-	row("final status", "", func(p *phase) string {
-		if p.Status == nil {
-			return ""
-		}
-		return fmt.Sprintf("%s %s", p.Status.Status, p.Status.Progress)
-	})
-	row("controller requests: total; mean/s; busiest 10 s /s; busiest second", "", func(p *phase) string {
-		return fmt.Sprintf("%d; %.1f; %.1f; %d", p.Requests.Total, p.Requests.MeanPerSecond, p.Requests.PeakWindowPerSecond, p.Requests.PeakPerSecond)
-	})
-	row("Job writes per (image, node)", "", func(p *phase) string { return f2(p.JobWritesPerPair) })
-	row("status writes: total; per s; most in one second", "", func(p *phase) string {
-		return fmt.Sprintf("%d; %.2f; %d", p.StatusWrites, p.StatusWritesPerSecond, p.StatusWritesPeakPerSecond)
-	})
-	row("controller CPU (s)", "", func(p *phase) string { return f1(p.ControllerCPUSeconds) })
-	row("controller peak RSS (MiB)", "", func(p *phase) string { return fmt.Sprintf("%.0f", p.ControllerPeakRSSMiB) })
-	row("controller RSS at start; at end: anon, file; Go heap in use (MiB)", "", func(p *phase) string {
-		return fmt.Sprintf("%.0f; %.0f, %.0f; %.0f", p.ControllerStartRSSMiB, p.ControllerEndAnonMiB, p.ControllerEndFileMiB, p.ControllerEndHeapInuseMiB)
-	})
-	procs := map[string]bool{}
-	if fl != nil {
-		for k := range fl.CPU.ByProcess {
-			procs[k] = true
-		}
-	}
-	for _, p := range runs {
-		for k := range p.CPU.ByProcess {
-			procs[k] = true
-		}
-	}
-	for _, name := range sortedNames(procs) {
-		row("CPU s: "+name, fv(func(f *floorResult) string { return f1(f.CPU.ByProcess[name]) }), func(p *phase) string { return f1(p.CPU.ByProcess[name]) })
-	}
-	row("CPU s: other work on the machine", fv(func(f *floorResult) string { return f1(f.CPU.Others) }), func(p *phase) string { return f1(p.CPU.Others) })
-	row("CPU s: machine busy of available", fv(func(f *floorResult) string { return fmt.Sprintf("%.0f of %.0f", f.CPU.MachineBusy, f.CPU.Cores) }),
-		func(p *phase) string { return fmt.Sprintf("%.0f of %.0f", p.CPU.MachineBusy, p.CPU.Cores) })
-	row("clean-up after (s)", fv(func(f *floorResult) string { return f1(f.CleanupSeconds) }), func(p *phase) string { return f1(p.CleanupSeconds) })
-	m.table(head, rows)
-
-	var keys []string
-	seen := map[string]bool{}
-	for _, p := range runs {
-		for _, k := range p.Requests.sortedKeys() {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
-	if len(keys) == 0 {
-		return
-	}
-	sort.Strings(keys)
-	head = []string{"controller request"}
-	for _, p := range runs {
-		head = append(head, p.Name)
-	}
-	rows = nil
-	for _, k := range keys {
-		out := []string{"`" + k + "`"}
-		for _, p := range runs {
-			out = append(out, fmt.Sprint(p.Requests.ByVerbResource[k]))
-		}
-		rows = append(rows, out)
-	}
-	m.table(head, rows)
-}
-
-// reasons renders releases by reason, e.g. "cached ×50".
-func reasons(by map[string]int) string {
-	if len(by) == 0 {
-		return "none"
-	}
-	var out []string
-	for _, k := range sortedNames(by) {
-		out = append(out, fmt.Sprintf("%s ×%d", k, by[k]))
-	}
-	return strings.Join(out, ", ")
-}
-
-func notPulled(nodes []string) string {
-	if len(nodes) == 0 {
-		return "none"
-	}
-	if len(nodes) > 5 {
-		return fmt.Sprintf("%d (%s, ...)", len(nodes), strings.Join(nodes[:5], ", "))
-	}
-	return fmt.Sprintf("%d (%s)", len(nodes), strings.Join(nodes, ", "))
 }

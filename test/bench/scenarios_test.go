@@ -16,17 +16,6 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-// Scenario 1: a cold cache of Images images on every one of Nodes nodes,
-// with caps that cannot bind and with the defaults.
-type coldResult struct {
-	Run    runInfo      `json:"run"`
-	Nodes  int          `json:"nodes"`
-	Images int          `json:"images"`
-	Pairs  int          `json:"pairs"`
-	Floor  *floorResult `json:"floor"`
-	Runs   []*phase     `json:"runs"`
-}
-
 func (e *env) coldCache() (*coldResult, error) {
 	nodes, imgs := nodeNames("sandbox-node-", e.cfg.Nodes), imageNames(e.cfg.Images)
 	r := &coldResult{Run: e.runInfo(), Nodes: len(nodes), Images: len(imgs), Pairs: len(nodes) * len(imgs)}
@@ -62,7 +51,7 @@ func (e *env) completeCache(cold *coldResult) (string, error) {
 	if cold != nil && len(cold.Runs) == 2 && cold.Runs[1].Status != nil && cold.Runs[1].Status.Status == string(v1alpha2.ImageCacheActionStatusSucceeded) {
 		return "s1-default", nil
 	}
-	if !e.cfg.runs(2) && !e.cfg.runs(5) {
+	if !e.cfg.Runs(2) && !e.cfg.Runs(5) {
 		// Scenario 3 alone makes its own caches on nodes that report the
 		// images; it needs no Jobs to have run.
 		return "bench-complete", e.namespace(ctx, "bench-complete")
@@ -109,31 +98,6 @@ func (e *env) joining(ctx context.Context, ns string, taint *plan.StartupTaint) 
 		return "", nil, err
 	}
 	return caches.Items[0].Name, w, nil
-}
-
-// Scenario 2: NewNodes nodes join a cluster whose cache is complete.
-type newNodesResult struct {
-	Run          runInfo      `json:"run"`
-	ClusterNodes int          `json:"clusterNodes"`
-	NewNodes     int          `json:"newNodes"`
-	Images       int          `json:"images"`
-	Pairs        int          `json:"pairs"`
-	Floor        *floorResult `json:"floor"`
-	// Phase.Seconds counts from the last new node Ready to the final status.
-	Phase *phase `json:"phase"`
-	// SecondsFromCreate counts from the first node create instead.
-	SecondsFromCreate float64 `json:"secondsFromCreate"`
-	// Per new node, from when it was seen Ready: its first Job created, its
-	// last Job created, its last Job finished (max and median over nodes).
-	FirstJobAfterReadyMax    float64 `json:"firstJobAfterReadyMaxSeconds"`
-	FirstJobAfterReadyMedian float64 `json:"firstJobAfterReadyMedianSeconds"`
-	AllStartedAfterReadyMax  float64 `json:"allJobsStartedAfterReadyMaxSeconds"`
-	AllPulledAfterReadyMax   float64 `json:"allPulledAfterReadyMaxSeconds"`
-	PullDelaySeconds         float64 `json:"pullDelaySeconds"`
-	JobsOnOtherNodes         int     `json:"jobsOnOtherNodes"`
-	Operations               int     `json:"operations"`
-	// NodesNotPulled are new nodes that did not get every image.
-	NodesNotPulled []string `json:"nodesNotPulled,omitempty"`
 }
 
 // quiet is how long nothing must move before an incomplete scenario 2 is
@@ -236,7 +200,7 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	r.JobsOnOtherNodes = jw.createdOutside(set)
 	r.Operations = cw.operations(cacheName, began)
 	p.Seconds = round(done.Sub(lastReady).Seconds(), 2)
-	p.timeline(jw, lastReady, done)
+	timeline(p, jw, lastReady, done)
 	r.SecondsFromCreate = round(done.Sub(began).Seconds(), 2)
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)
@@ -259,27 +223,6 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	}
 	p.RatioToFloor = round(p.Seconds/fl.Seconds, 2)
 	return r, nil
-}
-
-// Scenario 3: periodic refresh of complete caches on nodes that report
-// every image.
-type refreshResult struct {
-	Run                 runInfo      `json:"run"`
-	Caches              int          `json:"caches"`
-	Nodes               int          `json:"nodes"`
-	Images              int          `json:"images"`
-	RefreshEverySeconds float64      `json:"refreshEverySeconds"`
-	Refreshes           int          `json:"refreshes"`
-	JobsCreated         int          `json:"jobsCreated"`
-	WindowSeconds       float64      `json:"windowSeconds"`
-	Requests            requestDelta `json:"requests"`
-	WritesPerRefresh    float64      `json:"writesPerRefresh"`
-	RequestsPerRefresh  float64      `json:"requestsPerRefresh"`
-	// FinalStatuses counts the refreshes' final statuses.
-	FinalStatuses        map[string]int `json:"finalStatuses"`
-	AllPresent           bool           `json:"allReportedAlreadyPresent"`
-	ControllerCPUSeconds float64        `json:"controllerCPUSeconds"`
-	CPU                  cpuDelta       `json:"cpu"`
 }
 
 func (e *env) steadyRefresh(ns string) (*refreshResult, error) {
@@ -381,7 +324,7 @@ func (e *env) steadyRefresh(ns string) (*refreshResult, error) {
 		}
 	}
 	if r.Refreshes > 0 {
-		r.WritesPerRefresh = round(float64(p.Requests.writes())/float64(r.Refreshes), 2)
+		r.WritesPerRefresh = round(float64(p.Requests.Writes())/float64(r.Refreshes), 2)
 		r.RequestsPerRefresh = round(float64(p.Requests.Total)/float64(r.Refreshes), 2)
 	}
 	e.t.Logf("scenario 3: %d refreshes, %d Jobs, %.1f writes per refresh", r.Refreshes, r.JobsCreated, r.WritesPerRefresh)
@@ -417,25 +360,6 @@ func (e *env) reportImages(ctx context.Context, nodes []corev1.Node, imgs []stri
 	return first
 }
 
-// Scenario 4: pulls whose pods finish within milliseconds (no pull delay).
-type fastResult struct {
-	Run    runInfo      `json:"run"`
-	Nodes  int          `json:"nodes"`
-	Images int          `json:"images"`
-	Pulls  int          `json:"pulls"`
-	Floor  *floorResult `json:"floor"`
-	Runs   []*fastRun   `json:"runs"`
-	Exact  bool         `json:"exactEveryRun"`
-}
-
-// The phase is embedded by value: encoding/json cannot allocate an
-// embedded pointer to an unexported type when BENCH_MERGE reads a report.
-type fastRun struct {
-	phase
-	Exact    bool     `json:"exact"`
-	Problems []string `json:"problems,omitempty"`
-}
-
 func (e *env) fastPods() (*fastResult, error) {
 	images := e.cfg.FastPulls / e.cfg.FastNodes
 	nodes, imgs := nodeNames("sandbox-node-", e.cfg.FastNodes), imageNames(images)
@@ -458,7 +382,7 @@ func (e *env) fastPods() (*fastResult, error) {
 			return r, err
 		}
 		p.RatioToFloor = round(p.Seconds/fl.Seconds, 2)
-		run := &fastRun{phase: *p}
+		run := &fastRun{Phase: *p}
 		run.Problems = exactness(p, final, r.Pulls)
 		run.Exact = len(run.Problems) == 0
 		r.Exact = r.Exact && run.Exact

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/test/framework/proc"
 )
 
 // process is one child binary of the sandbox.
@@ -27,35 +27,6 @@ type process struct {
 	// stopping is set when the sandbox itself stops the process, so that its exit is not
 	// reported as a crash.
 	stopping atomic.Bool
-}
-
-type startRequest struct {
-	cmd *exec.Cmd
-	res chan error
-}
-
-var (
-	starterOnce sync.Once
-	starterCh   = make(chan startRequest)
-)
-
-// startCmd starts cmd from one goroutine that is locked to its OS thread for the life of the
-// process. Pdeathsig fires when the *thread* that forked the child exits, not the process:
-// starting from an ordinary goroutine would let the Go runtime retire that thread and
-// SIGKILL a healthy child, while this thread only dies with the test binary itself — which
-// is exactly when the children must die too.
-func startCmd(cmd *exec.Cmd) error {
-	starterOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: the goroutine and its thread live forever
-			for req := range starterCh {
-				req.res <- req.cmd.Start()
-			}
-		}()
-	})
-	req := startRequest{cmd: cmd, res: make(chan error, 1)}
-	starterCh <- req
-	return <-req.res
 }
 
 // startProcess runs bin with args, output appended to logs/<name>.log. The child gets its own
@@ -72,8 +43,7 @@ func startProcess(logDir, name, bin string, args []string, env []string) (*proce
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := startCmd(cmd); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -138,10 +108,10 @@ func (p *process) addrInUse() bool {
 	return strings.Contains(p.logTail(60), "address already in use")
 }
 
-// freePorts reserves n distinct loopback ports by binding them all at once, then releases
+// FreePorts reserves n distinct loopback ports by binding them all at once, then releases
 // them for the child to bind. Another process can still take one in between; callers retry
 // on "address already in use".
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range ls {

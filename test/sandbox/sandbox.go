@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -258,27 +259,9 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 
 // resolveBinDir implements Options.BinDir's defaulting.
 func resolveBinDir(dir string) (string, error) {
-	if dir == "" {
-		dir = os.Getenv("KUBEFLEDGED_BIN_DIR")
-	}
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		for d := wd; ; d = filepath.Dir(d) {
-			if isFile(filepath.Join(d, "go.mod")) && isDir(filepath.Join(d, "bin")) {
-				dir = filepath.Join(d, "bin")
-				break
-			}
-			if filepath.Dir(d) == d {
-				return "", fmt.Errorf("sandbox: no bin dir: set KUBEFLEDGED_BIN_DIR or Options.BinDir, or run below a repo root holding go.mod and bin/ (started in %s)", wd)
-			}
-		}
-	}
-	dir, err := filepath.Abs(dir)
+	dir, err := repo.BinDir(dir)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("sandbox: no bin dir: %w", err)
 	}
 	var missing []string
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
@@ -382,7 +365,7 @@ func (s *Sandbox) waitFor(ctx context.Context, what string, cond func(context.Co
 func (s *Sandbox) startWithRetry(ctx context.Context, name string, nports int, args func(ports []int) ([]string, error), ready func(ctx context.Context, ports []int) (bool, error)) ([]int, error) {
 	var lastErr error
 	for range startAttempts {
-		ports, err := freePorts(nports)
+		ports, err := FreePorts(nports)
 		if err != nil {
 			return nil, err
 		}

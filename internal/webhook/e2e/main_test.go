@@ -23,23 +23,19 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -52,16 +48,7 @@ func TestMain(m *testing.M) {
 	sandbox.Main(m, sandbox.Options{})
 }
 
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha2.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}()
+var scheme = framework.Scheme()
 
 // env is what every test needs: clients, and the CRD installed once.
 type env struct {
@@ -80,58 +67,10 @@ func setup(t *testing.T) *env {
 	kube, err := kubernetes.NewForConfig(cfg)
 	g.Expect(err).NotTo(HaveOccurred())
 	if !crdInstalled {
-		installCRD(t)
+		g.Expect(framework.InstallCRDs(context.Background(), cfg, framework.ImageCacheCRD)).To(Succeed())
 		crdInstalled = true
 	}
 	return &env{c: c, kube: kube}
-}
-
-func repoRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
-func installCRD(t *testing.T) {
-	g := NewWithT(t)
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(yaml.UnmarshalStrict(b, crd)).To(Succeed())
-	cs, err := apiextensionsclient.NewForConfig(sandbox.Get().Config())
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx := context.Background()
-	_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() bool {
-		got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(BeTrue())
-	// The established condition precedes the discovery the client needs.
-	c, err := client.New(sandbox.Get().Config(), client.Options{Scheme: scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() error {
-		return c.List(ctx, &v1alpha2.ImageCacheList{}, client.InNamespace("default"))
-	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
 func freePort() int {

@@ -15,31 +15,18 @@ import (
 	"github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
-
-// Scheme holds the built-in types, ImageCache and CRDs.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha2.AddToScheme(s)
-	_ = apiextensionsv1.AddToScheme(s)
-	return s
-}
 
 // Builder builds the binary in the background while the sandbox starts:
 // linking takes tens of seconds on a loaded machine, so does the sandbox.
@@ -54,7 +41,7 @@ func BuildInBackground(suffix string) *Builder {
 	b := &Builder{done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		root, err := RepoRoot()
+		root, err := repo.Root()
 		if err != nil {
 			b.err = err
 			return
@@ -112,11 +99,11 @@ func setup(b *Builder) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(sb.Config(), client.Options{Scheme: Scheme()})
+	c, err := client.New(sb.Config(), client.Options{Scheme: framework.Scheme()})
 	if err != nil {
 		return nil, err
 	}
@@ -132,54 +119,17 @@ func setup(b *Builder) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Root: root, Bin: bin, SB: sb, Client: c, Kube: kube, LogDir: logDir}
-	for _, f := range []string{"kubefledged.io_imagecaches.yaml", "charts.helm.kubefledged.io_kubefledgeds.yaml"} {
-		if err := e.InstallCRD(context.Background(), filepath.Join(root, "config", "crd", "bases", f)); err != nil {
-			return nil, err
-		}
+	if err := framework.InstallCRDs(context.Background(), sb.Config(), framework.ImageCacheCRD, framework.KubeFledgedCRD); err != nil {
+		return nil, err
 	}
 	return e, nil
-}
-
-// InstallCRD creates a CRD and waits until its kind is served.
-func (e *Env) InstallCRD(ctx context.Context, file string) error {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	if err := e.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err == nil {
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					// Established precedes discovery; a list proves the kind is served.
-					_, err := e.Kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + crd.Spec.Versions[0].Name)
-					if err == nil {
-						return nil
-					}
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("CRD %s not served after 60s", crd.Name)
 }
 
 // Namespace creates a namespace for one test; its caches are deleted at
 // the end so that the next test's controller finds nothing of it.
 func (e *Env) Namespace(t testing.TB, prefix string) string {
 	t.Helper()
-	ns := prefix + "-" + rand.String(5)
-	if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns := framework.Namespace(t, e.Client, prefix+"-")
 	t.Cleanup(func() {
 		_ = e.Client.DeleteAllOf(context.Background(), &v1alpha2.ImageCache{}, client.InNamespace(ns))
 		_ = e.Client.DeleteAllOf(context.Background(), &batchv1.Job{}, client.InNamespace(ns),

@@ -11,20 +11,20 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/test/framework/proc"
 )
 
 // LongEnv turns on the long variants of the fault tests (make test-chaos).
@@ -51,24 +51,6 @@ func Rand(t testing.TB) *rand.Rand {
 	}
 	t.Logf("seed %d (set %s to replay the same kill points)", seed, SeedEnv)
 	return rand.New(rand.NewSource(seed))
-}
-
-// RepoRoot is the first directory above the working directory holding go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Build builds the kubefledged binary of the repository at root into
@@ -117,33 +99,6 @@ type Process struct {
 	killed time.Time
 }
 
-type startRequest struct {
-	cmd *exec.Cmd
-	res chan error
-}
-
-var (
-	starterOnce sync.Once
-	starterCh   = make(chan startRequest)
-)
-
-// startCmd forks from one goroutine locked to its OS thread for good:
-// Pdeathsig fires when the forking thread exits, and the Go runtime may
-// retire an ordinary goroutine's thread while the child should live on.
-func startCmd(cmd *exec.Cmd) error {
-	starterOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread()
-			for req := range starterCh {
-				req.res <- req.cmd.Start()
-			}
-		}()
-	})
-	req := startRequest{cmd: cmd, res: make(chan error, 1)}
-	starterCh <- req
-	return <-req.res
-}
-
 // Start runs bin with args in dir. Its output goes to logPath, each line
 // prefixed with its arrival time, and is kept for WaitLine and Lines. The
 // child dies with the test binary (Pdeathsig), so a failed test leaves no
@@ -161,9 +116,8 @@ func Start(name, bin string, args []string, dir, logPath string) (*Process, erro
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	fmt.Fprintf(logFile, "### %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
-	if err := startCmd(cmd); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		_ = logFile.Close()
 		_ = r.Close()
 		_ = w.Close()

@@ -27,6 +27,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -92,7 +93,7 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 		o.StartupTaintTimeout.Value = d.taintTimeout
 	})
 	g.Eventually(func(g Gomega) {
-		g.Expect(scrape(g, addr)).To(HaveKeyWithValue(fmt.Sprintf(`leader_election_master_status{name=%q}`, opts.LeaderElectionID), 1.0))
+		g.Expect(framework.Scrape(g, addr)).To(HaveKeyWithValue(fmt.Sprintf(`leader_election_master_status{name=%q}`, opts.LeaderElectionID), 1.0))
 	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	rec.event("leader")
 	// The leader releases the node at once: no cache applies to it, and its
@@ -100,9 +101,9 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	released(g, held.Name, d.taint)
 	rec.event("node-released")
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(ctx, newCache(ns, "warm", list("traefik:3.1")))).To(Succeed())
-	c := final(t, g, client.ObjectKey{Namespace: ns, Name: "warm"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "warm"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	rec.event("warm-succeeded")
 	// A node that joins held while a controller leads: the good cache's
@@ -116,15 +117,15 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	time.Sleep(5 * time.Second)
 
 	rec.event("failing-created")
-	t0 = tick()
+	t0 = framework.Tick()
 	// The pull that never ends keeps the operation to its deadline: a node
 	// pull Job settles the image that cannot be pulled at once.
 	g.Expect(k8s.Create(ctx, newCache(ns, "failing", list("nginx:1.27", sandbox.FailPrefix+"alerts:1", sandbox.HangPrefix+"alerts:1")))).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "failing"}
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	rec.event("failing-failed")
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, c.Status.CompletionTime.Time, refresh+opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, c.Status.CompletionTime.Time, refresh+opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	rec.event("failing-refreshed")
 	// Past the failing alert's threshold (a refresh period and two
@@ -305,7 +306,7 @@ func (r *recorder) get() (map[string]string, error) {
 	out := map[string]string{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for series, value := range samples(body) {
+	for series, value := range framework.Samples(body) {
 		name, _, _ := strings.Cut(series, "{")
 		r.exported[name] = true
 		if kept(name) {

@@ -12,6 +12,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -26,15 +27,15 @@ func TestNewNodesKeepHistory(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: "history"}
 	bad := sandbox.FailPrefix + "gone:1"
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, withSelector(sel, "nginx:1.27", bad)))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(failedNodes(c, bad)).To(ConsistOf(pool+"-a", pool+"-b"))
 
-	t1 := tick()
+	t1 := framework.Tick()
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-c", Labels: sel})
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
 	g.Expect(failedNodes(c, bad)).To(ConsistOf(pool+"-a", pool+"-b", pool+"-c"), "the earlier failures stay")
@@ -61,9 +62,9 @@ func TestChurnDoesNotPostponeRefresh(t *testing.T) {
 	runController(t, func(o *commands.ControllerOptions) { o.RefreshEvery.Value = 6 * time.Second })
 	key := client.ObjectKey{Namespace: ns, Name: "churn"}
 	statuses := watchStatuses(t, ns, key.Name)
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, withSelector(sel, "nginx:1.27")))).To(Succeed())
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 
 	// Flap a node every second for 14 s, far more often than the period.
 	flapping := pool + "-b"
@@ -109,15 +110,15 @@ func TestRetainKeepsOtherNodesJobs(t *testing.T) {
 		return out
 	}
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, withSelector(sel, "nginx:1.27")))).To(Succeed())
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	before := keptOn()
 	g.Expect(before).To(HaveLen(2))
 
-	t1 := tick()
+	t1 := framework.Tick()
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-c", Labels: sel})
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
 	after := keptOn()
 	g.Expect(after).To(HaveLen(3))
 	g.Expect(after[pool+"-a"]).To(Equal(before[pool+"-a"]), "the new node's operation kept the other nodes' Jobs")
@@ -127,8 +128,8 @@ func TestRetainKeepsOtherNodesJobs(t *testing.T) {
 	// that pair's Job; the pairs it skips (present) keep theirs.
 	waitNodesReport(g, []string{pool + "-b", pool + "-c"}, "docker.io/library/nginx:1.27")
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), pool+"-a", nil)).To(Succeed())
-	t2 := annotate(g, key, v1alpha2.RefreshAnnotation)
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
+	t2 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
 	g.Eventually(keptOn).WithTimeout(10 * time.Second).Should(SatisfyAll(
 		HaveLen(3),
 		HaveKeyWithValue(pool+"-b", after[pool+"-b"]),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -45,9 +46,9 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	l := withSelector(sel, "busybox:1.36")
 	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: pool, Effect: taint.Effect}}
 	l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
 	g.Expect(podImages(c)).To(Equal([]string{"0 pods, 0 images"}))
@@ -68,9 +69,9 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 			},
 		},
 	}
-	t1 := tick()
+	t1 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), d)).To(Succeed())
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
 	rs := c.Status.PodImages[0].Images[0].UsedBy
@@ -88,11 +89,11 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 
 	// Its image changed: the new one is pulled as the rollout starts, the
 	// old one dropped once its last pod is gone, deleted from no node.
-	t2 := tick()
+	t2 := framework.Tick()
 	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(d), d)).To(Succeed())
 	d.Spec.Template.Spec.Containers[0].Image = "nginx:1.28"
 	g.Expect(k8s.Update(context.Background(), d)).To(Succeed())
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t2, opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.28", poolNodes...)))
 	var rs2 string
@@ -173,9 +174,9 @@ func TestFromPodsHoldsNewNodes(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: "follows-held"}
 	l := withSelector(map[string]string{"pool": pool})
 	l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pool}}}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	o := watchOrder(t, ns, pool)
 	heldDeployment(t, g, ns, pool, n)
 	g.Eventually(func(g Gomega) []string {

@@ -2,11 +2,7 @@ package imagecache_test
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,38 +11,9 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
-
-// scrape reads the metrics endpoint into "name{labels}" -> value.
-func scrape(g Gomega, addr string) map[string]float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	g.Expect(err).NotTo(HaveOccurred())
-	out := map[string]float64{}
-	for series, value := range samples(body) {
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[series] = v
-		}
-	}
-	return out
-}
-
-// samples splits a text exposition into "name{labels}" -> value as served.
-func samples(body []byte) map[string]string {
-	out := map[string]string{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			out[line[:i]] = line[i+1:]
-		}
-	}
-	return out
-}
 
 func freeAddr(g Gomega) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,13 +32,13 @@ func TestMetrics(t *testing.T) {
 	// No cap binds: a node's Job then pulls all three images.
 	runController(t, func(o *commands.ControllerOptions) { o.MetricsAddr = addr; o.MaxJobsPerNode.Value = 3 })
 	var before map[string]float64
-	g.Eventually(func(g Gomega) { before = scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
 
-	t0 := tick()
+	t0 := framework.Tick()
 	bad := sandbox.FailPrefix + "metrics:1"
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "measured", list("traefik:3.1", "haproxy:3.0", bad)))).To(Succeed())
-	final(t, g, client.ObjectKey{Namespace: ns, Name: "measured"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-	after := scrape(g, addr)
+	framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "measured"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	after := framework.Scrape(g, addr)
 	delta := func(name string) float64 { return after[name] - before[name] }
 
 	if perNode() {

@@ -19,6 +19,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -60,9 +61,9 @@ func TestNewNodes(t *testing.T) {
 	stop := runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "fleet"}
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "fleet", withSelector(sel, "nginx:1.27", "redis:7.2")))).To(Succeed())
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
 
 	// A node that joins while the controller is down is caught up when it
@@ -71,18 +72,18 @@ func TestNewNodes(t *testing.T) {
 	// nodes above were created a second before the operation started, so
 	// the time of each is unambiguous.)
 	stop()
-	tick()
+	framework.Tick()
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-g", Labels: sel})
-	t3 := tick()
+	t3 := framework.Tick()
 	runController(t, nil)
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
 
 	// A node joins.
-	t1 := tick()
+	t1 := framework.Tick()
 	joined := time.Now()
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-c", Labels: sel})
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	firstJob := rec.firstCreated()
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-c")[0], each("pull", "redis:7.2", pool+"-c")[0]))
@@ -91,7 +92,7 @@ func TestNewNodes(t *testing.T) {
 	hasEvent(g, ns, "fleet", "Normal", v1alpha2.ImageCacheReasonImageCacheNewNodes, "Images are being pulled on to new nodes: "+pool+"-c")
 
 	// A node comes to match the selector.
-	t2 := tick()
+	t2 := framework.Tick()
 	n := &corev1.Node{}
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: "sandbox-node-1"}, n)).To(Succeed())
 	patch := client.MergeFrom(n.DeepCopy())
@@ -105,7 +106,7 @@ func TestNewNodes(t *testing.T) {
 			_ = k8s.Patch(context.Background(), n, patch)
 		}
 	})
-	final(t, g, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t2, opTimeout)
+	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t2, opTimeout)
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
 
 	// Several nodes join in a burst, some while the operation for the
@@ -134,7 +135,7 @@ func TestNewNodes(t *testing.T) {
 	// pull that never finishes), and no second operation follows for it.
 	slow := client.ObjectKey{Namespace: ns, Name: "slow"}
 	never := sandbox.HangPrefix + "never:1"
-	t4 := tick()
+	t4 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(sel, never, "busybox:1.36")))).To(Succeed())
 	g.Eventually(func() int { return len(rec.take()) }).WithTimeout(opTimeout).Should(BeNumerically(">", 0))
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-h", Labels: sel})
@@ -144,7 +145,7 @@ func TestNewNodes(t *testing.T) {
 	sc := &v1alpha2.ImageCache{}
 	g.Expect(k8s.Get(context.Background(), slow, sc)).To(Succeed())
 	g.Expect(sc.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the Job on the new node started while the operation ran")
-	sc = final(t, g, slow, v1alpha2.ImageCacheReasonImageCacheCreate, t4, opTimeout)
+	sc = framework.Final(g, k8s, slow, v1alpha2.ImageCacheReasonImageCacheCreate, t4, opTimeout)
 	var failedOn []string
 	for _, f := range sc.Status.Failures[never] {
 		failedOn = append(failedOn, f.Node)
@@ -194,9 +195,9 @@ func TestNodeChoice(t *testing.T) {
 		image := "busybox:" + tc.name
 		l := withSelector(sel, image)
 		l.Tolerations = tc.tolerations
-		t0 := tick()
+		t0 := framework.Tick()
 		g.Expect(k8s.Create(context.Background(), newCache(ns, tc.name, l))).To(Succeed())
-		c := final(t, g, client.ObjectKey{Namespace: ns, Name: tc.name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+		c := framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: tc.name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), tc.name)
 		var want []string
 		for _, suffix := range tc.want {
@@ -224,12 +225,12 @@ func TestPacing(t *testing.T) {
 	// deadline) and two good ones, on the three nodes: 12 Jobs, at most 3 at
 	// a time, so about 4 waves of 3 s; measured from the start of the
 	// operation, the good Jobs of the late waves would be failures.
-	t0 := tick()
+	t0 := framework.Tick()
 	for _, name := range []string{"pace-a", "pace-b"} {
 		g.Expect(k8s.Create(context.Background(), newCache(ns, name, list(sandbox.FailPrefix+name+"-1:1", sandbox.FailPrefix+name+"-2:1", "alpine:3.20", "alpine:3.19")))).To(Succeed())
 	}
 	for _, name := range []string{"pace-a", "pace-b"} {
-		c := final(t, g, client.ObjectKey{Namespace: ns, Name: name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, 3*opTimeout)
+		c := framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, 3*opTimeout)
 		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 		g.Expect(c.Status.Failures).To(HaveLen(2), "only the hanging images fail")
 		g.Expect(c.Status.Counts.Succeeded).To(Equal(int32(2 * nodes)))
@@ -303,7 +304,7 @@ func TestProgressAndConditions(t *testing.T) {
 	ns := namespace(t)
 	runController(t, nil) // deadline 8s
 	key := client.ObjectKey{Namespace: ns, Name: "progress"}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "progress", list("caddy:2.8", sandbox.HangPrefix+"slow:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
 	g.Eventually(func(g Gomega) {
@@ -314,23 +315,23 @@ func TestProgressAndConditions(t *testing.T) {
 		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha2.ConditionProgressing)).To(BeTrue())
 		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha2.ConditionReady)).To(BeFalse())
 	}).WithTimeout(opTimeout).Should(Succeed())
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Counts).To(Equal(&v1alpha2.Counts{Desired: 2 * nodes, Succeeded: nodes, Failed: nodes}))
 	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", nodes, 2*nodes)))
 	g.Expect(meta.IsStatusConditionFalse(c.Status.Conditions, v1alpha2.ConditionProgressing)).To(BeTrue())
 	g.Expect(meta.IsStatusConditionFalse(c.Status.Conditions, v1alpha2.ConditionReady)).To(BeTrue())
 
 	// A cache that succeeds is Ready.
-	t1 := tick()
+	t1 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "ready", list("caddy:2.8")))).To(Succeed())
-	c = final(t, g, client.ObjectKey{Namespace: ns, Name: "ready"}, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
+	c = framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "ready"}, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
 	g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha2.ConditionReady)).To(BeTrue())
 	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", nodes, nodes)))
 
 	// Nothing to do: the selector matches no node.
-	t2 := tick()
+	t2 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "nowhere", withSelector(map[string]string{"pool": "none"}, "caddy:2.8")))).To(Succeed())
-	c = final(t, g, client.ObjectKey{Namespace: ns, Name: "nowhere"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
+	c = framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "nowhere"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted))
 	// The original's words in status.message; ours in the condition.
 	g.Expect(c.Status.Message).To(Equal("No images were pulled or deleted because nodeSelector specified did not match any nodes"))

@@ -13,23 +13,11 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 const opTimeout = 60 * time.Second
-
-func annotate(g Gomega, key client.ObjectKey, annotation string) time.Time {
-	at := tick()
-	c := &v1alpha2.ImageCache{}
-	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
-	patch := client.MergeFrom(c.DeepCopy())
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
-	}
-	c.Annotations[annotation] = ""
-	g.Expect(k8s.Patch(context.Background(), c, patch)).To(Succeed())
-	return at
-}
 
 func events(g Gomega, ns, name string) []corev1.Event {
 	l := &corev1.EventList{}
@@ -70,9 +58,9 @@ func TestOperations(t *testing.T) {
 	}
 
 	// create
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "web", list("nginx:1.21", "redis:7")))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesPulledSuccessfully))
 	g.Expect(c.Status.StartTime).NotTo(BeNil())
@@ -85,10 +73,10 @@ func TestOperations(t *testing.T) {
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "web"})) }).WithTimeout(10 * time.Second).Should(BeZero())
 
 	// update: redis:7 leaves the list, postgres:16 joins it
-	t1 := tick()
+	t1 := framework.Tick()
 	c.Spec.CacheSpec[0].Images = []string{"nginx:1.21", "postgres:16"}
 	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.21", "postgres:16"}))
 	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
@@ -98,8 +86,8 @@ func TestOperations(t *testing.T) {
 	// so no Job runs, and the cache has every image in place: Succeeded,
 	// as the original's "alreadypulled" was.
 	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/postgres:16")
-	t2 := annotate(g, key, v1alpha2.RefreshAnnotation)
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
+	t2 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.Message).To(Equal("All requested images pulled succesfully to respective nodes"))
 	g.Expect(c.Status.Counts.AlreadyPresent).To(Equal(int32(2 * nodes)))
@@ -111,14 +99,14 @@ func TestOperations(t *testing.T) {
 	// A node that lost the images (garbage-collected by its kubelet) gets
 	// them again; the others are left alone.
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
-	t3 := annotate(g, key, v1alpha2.RefreshAnnotation)
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t3, opTimeout)
+	t3 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t3, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
 
 	// purge: every image deleted from every node
-	t4 := annotate(g, key, v1alpha2.PurgeAnnotation)
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t4, opTimeout)
+	t4 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t4, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.Message).To(Equal("All cached images succesfully deleted from respective nodes"))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.PurgeAnnotation))
@@ -153,11 +141,11 @@ func TestPeriodicRefresh(t *testing.T) {
 	ns := namespace(t)
 	runController(t, func(o *commandsOptions) { o.RefreshEvery.Value = 3 * time.Second })
 	key := client.ObjectKey{Namespace: ns, Name: "periodic"}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "periodic", list("nginx:1.21")))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	done := c.Status.CompletionTime.Time
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, done.Add(2*time.Second), opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, done.Add(2*time.Second), opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.StartTime.Time.Sub(done)).To(BeNumerically(">=", 2*time.Second))
 }
@@ -171,9 +159,9 @@ func TestFailedPull(t *testing.T) {
 	runController(t, nil) // deadline 8s
 	key := client.ObjectKey{Namespace: ns, Name: "broken"}
 	bad := sandbox.FailPrefix + "missing:1"
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "broken", list("nginx:1.21", bad)))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
 	g.Expect(c.Status.Failures).To(HaveLen(1))
@@ -220,11 +208,11 @@ func TestSameNameInTwoNamespaces(t *testing.T) {
 	g := NewWithT(t)
 	ns1, ns2 := namespace(t), namespace(t)
 	runController(t, nil)
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns1, "app", list("nginx:1.21")))).To(Succeed())
 	g.Expect(k8s.Create(context.Background(), newCache(ns2, "app", list(sandbox.FailPrefix+"app:1")))).To(Succeed())
-	c1 := final(t, g, client.ObjectKey{Namespace: ns1, Name: "app"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-	c2 := final(t, g, client.ObjectKey{Namespace: ns2, Name: "app"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c1 := framework.Final(g, k8s, client.ObjectKey{Namespace: ns1, Name: "app"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c2 := framework.Final(g, k8s, client.ObjectKey{Namespace: ns2, Name: "app"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c1.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c1.Status.Failures).To(BeEmpty())
 	g.Expect(c2.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
@@ -244,7 +232,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "edited"}
 	statuses := watchStatuses(t, ns, key.Name)
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "edited", list(sandbox.HangPrefix+"slow:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
 	g.Eventually(func(g Gomega) {
@@ -253,7 +241,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	}).WithTimeout(opTimeout).Should(Succeed())
 	c.Spec.CacheSpec[0].Images = append(c.Spec.CacheSpec[0].Images, "busybox:1.36")
 	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
-	annotate(g, key, v1alpha2.RefreshAnnotation)
+	framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 
 	// A patch, as kubectl apply sends: the controller's progress writes
 	// move the resourceVersion under an update.
@@ -264,7 +252,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the edits came while the create ran")
 
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t0, 3*opTimeout)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t0, 3*opTimeout)
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.RefreshAnnotation), "the refresh acted on it")
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(ContainElement("busybox:1.36"))
@@ -286,11 +274,11 @@ func TestJobsDeletedMidOperation(t *testing.T) {
 	ns := namespace(t)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "tampered"}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "tampered", list(sandbox.HangPrefix+"x:1")))).To(Succeed())
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "tampered"})) }).WithTimeout(opTimeout).Should(Equal(nodes))
 	g.Expect(k8s.DeleteAllOf(context.Background(), jobsObj(), client.InNamespace(ns), client.MatchingLabels{jobs.LabelImageCache: "tampered"}, client.PropagationPolicy("Background"))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	for _, f := range c.Status.Failures[sandbox.HangPrefix+"x:1"] {
 		g.Expect(f.Reason).To(Equal("JobDeleted"))

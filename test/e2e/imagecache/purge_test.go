@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -37,9 +38,9 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	cache := newCache(ns, key.Name, withSelector(sel, "busybox:1.36"))
 	cache.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "mirror-cred"}}
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), cache)).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(rec.take()).To(ConsistOf("pull busybox:1.36 " + pool + "-ok"))
 	g.Expect(c.Status.SkippedNodes).To(ConsistOf(
@@ -48,8 +49,8 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotLinux, Count: 1, Nodes: []string{pool + "-windows"}},
 	))
 
-	t1 := annotate(g, key, v1alpha2.PurgeAnnotation)
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
+	t1 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(`Image deletion failed for some images. Please see "failures" section`))
 	g.Expect(c.Status.Failures["busybox:1.36"]).To(HaveLen(1))
@@ -66,10 +67,10 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 
 	// A list that selects only Windows nodes has nothing to do, and says
 	// why in its condition.
-	t2 := tick()
+	t2 := framework.Tick()
 	windowsOnly := map[string]string{"pool": pool, corev1.LabelOSStable: "windows"}
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "windows", withSelector(windowsOnly, "busybox:1.36")))).To(Succeed())
-	c = final(t, g, client.ObjectKey{Namespace: ns, Name: "windows"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
+	c = framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "windows"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted))
 	g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady).Message).To(ContainSubstring("1 NotLinux"))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -49,7 +50,7 @@ func TestRefusedJobs(t *testing.T) {
 	// One Job per node at a time: a slot held by a refused create would
 	// keep the free cache's Jobs off every node for good.
 	runController(t, func(o *commands.ControllerOptions) { o.MaxJobsPerNode.Value = 1 })
-	t0 := tick()
+	t0 := framework.Tick()
 	for _, ns := range []string{quotaNS, policyNS, freeNS} {
 		g.Expect(k8s.Create(ctx, newCache(ns, "refused", list("nginx:1.27", "redis:7.2")))).To(Succeed())
 	}
@@ -57,7 +58,7 @@ func TestRefusedJobs(t *testing.T) {
 		{quotaNS, "Forbidden", "exceeded quota"},
 		{policyNS, "Invalid", "jobs are denied here"},
 	} {
-		c := final(t, g, client.ObjectKey{Namespace: tc.ns, Name: "refused"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+		c := framework.Final(g, k8s, client.ObjectKey{Namespace: tc.ns, Name: "refused"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), tc.ns)
 		g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
 		g.Expect(c.Status.Failures).To(HaveLen(2))
@@ -72,7 +73,7 @@ func TestRefusedJobs(t *testing.T) {
 		g.Expect(c.Status.CompletionTime.Sub(c.Status.StartTime.Time)).To(BeNumerically("<", 8*time.Second))
 		hasEvent(g, tc.ns, "refused", "Warning", "JobCreateRefused", "")
 	}
-	c := final(t, g, client.ObjectKey{Namespace: freeNS, Name: "refused"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, client.ObjectKey{Namespace: freeNS, Name: "refused"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 }
 
@@ -144,9 +145,9 @@ func TestStatusTooLarge(t *testing.T) {
 	for i := range 3 {
 		bad = append(bad, fmt.Sprintf("%smissing-%d:1", sandbox.FailPrefix, i))
 	}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, list(bad...)))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	kept := 0
 	for _, l := range c.Status.Failures {
@@ -189,9 +190,9 @@ func TestSpecTooLarge(t *testing.T) {
 	for i := range 30 {
 		sel[fmt.Sprintf("example.com/%s-%d", strings.Repeat("k", 10000), i)] = "x"
 	}
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(ctx, newCache(ns, "huge-selector", withSelector(sel, "nginx:1.27")))).To(Succeed())
-	c := final(t, g, client.ObjectKey{Namespace: ns, Name: "huge-selector"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "huge-selector"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
 	g.Expect(c.Status.Failures["(spec)"]).To(HaveLen(1))

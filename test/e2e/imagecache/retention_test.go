@@ -15,6 +15,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -55,9 +56,9 @@ func TestRetentionMatrix(t *testing.T) {
 	})
 	key := client.ObjectKey{Namespace: ns, Name: "kept"}
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "kept", list(images...)))).To(Succeed())
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Failures[crash][0].Reason).To(Equal("Error"))
 	g.Expect(results(g, ns, "kept")).To(Equal(want))
@@ -77,8 +78,8 @@ func TestRetentionMatrix(t *testing.T) {
 
 	// Purge: the create's Jobs go (a cache keeps only its latest
 	// operation's), the purge's delete Jobs stay.
-	t1 := annotate(g, key, v1alpha2.PurgeAnnotation)
-	c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
+	t1 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(results(g, ns, "kept")).To(Equal(map[string]int{"delete/succeeded": len(images) * nodes}))
 
@@ -95,8 +96,8 @@ func TestRetentionMatrix(t *testing.T) {
 			o.HelperImage = tc.helper
 			o.MaxJobsPerNode.Value = len(images)
 		})
-		t2 := annotate(g, key, v1alpha2.PurgeAnnotation)
-		c = final(t, g, key, v1alpha2.ImageCacheReasonImageCachePurge, t2, opTimeout)
+		t2 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+		c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t2, opTimeout)
 		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 		g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages))
 		g.Expect(results(g, ns, "kept")).To(Equal(map[string]int{tc.want: len(images) * nodes}))
@@ -121,9 +122,9 @@ func TestRestart(t *testing.T) {
 	stop := runController(t, retainLong)
 
 	// A finished operation with retained Jobs...
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "done", list("httpd:2.4")))).To(Succeed())
-	final(t, g, client.ObjectKey{Namespace: ns, Name: "done"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "done"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	// ...and one still running.
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "running", list(sandbox.HangPrefix+"hang:1", "redis:7")))).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "running"}
@@ -141,9 +142,9 @@ func TestRestart(t *testing.T) {
 	g.Expect(old).To(HaveLen(nodes + running))
 	statuses := watchStatuses(t, ns, "running")
 
-	t1 := tick()
+	t1 := framework.Tick()
 	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" }) // deadline 8s
-	c := final(t, g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(statuses()).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusAborted,
 		Reason: v1alpha2.ImageCacheReasonImagePullAborted, Message: v1alpha2.ImageCacheMessagePullingAborted}))

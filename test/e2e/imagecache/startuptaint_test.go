@@ -24,6 +24,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -373,11 +374,11 @@ func TestStartupTaint(t *testing.T) {
 	// node by the failure rule, where this test wants every pull done.
 	runController(t, withStartupTaint(5*time.Minute, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = 2 * time.Minute }))
 	var before map[string]float64
-	g.Eventually(func(g Gomega) { before = scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
 
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "warm", withSelector(map[string]string{"pool": pool}, images...)))).To(Succeed())
-	final(t, g, client.ObjectKey{Namespace: ns, Name: "warm"}, "ImageCacheCreate", t0, opTimeout)
+	framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "warm"}, "ImageCacheCreate", t0, opTimeout)
 	o := watchOrder(t, ns, pool)
 	heldDeployment(t, g, ns, pool, n)
 
@@ -400,7 +401,7 @@ func TestStartupTaint(t *testing.T) {
 		hasNodeEvent(g, name, "Normal StartupTaintRemoved The images of ImageCache "+ns+"/warm are on the node: removed taint kubefledged.io/caching:NoSchedule")
 	}
 
-	after := scrape(g, addr)
+	after := framework.Scrape(g, addr)
 	count := after[`kubefledged_node_startup_taint_hold_seconds_count{reason="cached"}`] - before[`kubefledged_node_startup_taint_hold_seconds_count{reason="cached"}`]
 	sum := after[`kubefledged_node_startup_taint_hold_seconds_sum{reason="cached"}`] - before[`kubefledged_node_startup_taint_hold_seconds_sum{reason="cached"}`]
 	g.Expect(count).To(Equal(float64(n)), "one release observed per node")
@@ -448,7 +449,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	// waits for are in the metrics; once released, neither is.
 	runController(t, withStartupTaint(20*time.Second, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute }))
 	var before map[string]float64
-	g.Eventually(func(g Gomega) { before = scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(map[string]string{"pool": timeoutPool}, slow)))).To(Succeed())
 	ot, of := watchOrder(t, ns, timeoutPool), watchOrder(t, ns, freePool)
 	start = time.Now()
@@ -460,7 +461,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	waiting := `kubefledged_held_nodes_waiting_for_image{image="` + slow + `"}`
 	var held map[string]float64
 	g.Eventually(func(g Gomega) {
-		held = scrape(g, addr)
+		held = framework.Scrape(g, addr)
 		g.Expect(held).To(HaveKeyWithValue(waiting, 1.0))
 	}).WithTimeout(10*time.Second).Should(Succeed(), "the held node waits for the image, in the metrics")
 	g.Expect(ot.releasedCount()).To(BeZero(), "the node with a pending pull is still held")
@@ -474,7 +475,7 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	g.Expect(heldFor).To(BeNumerically(">=", 19*time.Second), "not before the timeout (creation times have whole seconds)")
 	hasNodeEvent(g, timeoutPool+"-00", "Warning StartupTaintTimeout 1 image(s) of ImageCache "+ns+"/slow were not cached on the node within")
 	g.Expect(nodeEvents(g, timeoutPool+"-00")).To(ContainElement(ContainSubstring(slow + ". Removed taint kubefledged.io/caching:NoSchedule anyway")))
-	after := scrape(g, addr)
+	after := framework.Scrape(g, addr)
 	delta := func(name string) float64 { return after[name] - before[name] }
 	g.Expect(delta(`kubefledged_node_startup_taint_hold_seconds_count{reason="timeout"}`)).To(Equal(1.0))
 	g.Expect(delta(`kubefledged_node_startup_taint_timeout_images_total`)).To(Equal(1.0))
@@ -498,9 +499,9 @@ func TestStartupTaintRestart(t *testing.T) {
 
 	// Down while the first nodes join.
 	stop := runController(t, withStartupTaint(5*time.Minute, "", slow))
-	t0 := tick()
+	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "warm", withSelector(map[string]string{"pool": pool}, images...)))).To(Succeed())
-	final(t, g, client.ObjectKey{Namespace: ns, Name: "warm"}, "ImageCacheCreate", t0, opTimeout)
+	framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "warm"}, "ImageCacheCreate", t0, opTimeout)
 	stop()
 	first := heldNodes(pool, 3)
 	addNodes(t, g, first...)

@@ -18,22 +18,20 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -81,7 +79,7 @@ func env(t *testing.T) {
 			panic(err)
 		}
 		kube = kubernetes.NewForConfigOrDie(cfg)
-		if err := installCRD(context.Background()); err != nil {
+		if err := framework.InstallCRDs(context.Background(), sandbox.Get().Config(), framework.ImageCacheCRD); err != nil {
 			panic(fmt.Sprintf("installing the CRD: %v", err))
 		}
 		if err := installWebhook(context.Background()); err != nil {
@@ -131,34 +129,6 @@ func installWebhook(ctx context.Context) error {
 	return nil
 }
 
-func installCRD(ctx context.Context) error {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, crd); err != nil {
-		return err
-	}
-	s := commands.Scheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(sandbox.Get().Config(), client.Options{Scheme: s})
-	if err != nil {
-		return err
-	}
-	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("CRD not served after 30s")
-}
-
 // runController starts the controller in-process with test-sized timings and
 // returns a function that stops it (and is also run at the test's end).
 func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop func()) {
@@ -183,24 +153,7 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 	if mod != nil {
 		mod(o)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- commands.RunController(ctx, sandbox.Get().Config(), o) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("controller exited: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("controller did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop = framework.RunController(t, sandbox.Get().Config(), o)
 	if o.Webhook.Enable {
 		waitWebhook(t)
 	}
@@ -230,14 +183,7 @@ func namespace(t *testing.T, labels ...string) string {
 			t.Fatal(err)
 		}
 	}
-	ns := "e2e-" + rand.String(6)
-	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{}}}
-	for _, l := range labels {
-		obj.Labels[l] = "true"
-	}
-	if err := k8s.Create(context.Background(), obj); err != nil {
-		t.Fatal(err)
-	}
+	ns := framework.Namespace(t, k8s, "e2e-", labels...)
 	t.Cleanup(func() {
 		_ = k8s.DeleteAllOf(context.Background(), &v1alpha2.ImageCache{}, client.InNamespace(ns))
 	})
@@ -252,30 +198,6 @@ func newCache(ns, name string, lists ...v1alpha2.CacheSpecImages) *v1alpha2.Imag
 }
 
 func list(images ...string) v1alpha2.CacheSpecImages { return v1alpha2.CacheSpecImages{Images: images} }
-
-// tick waits for the next whole second and returns it. Status times have
-// a resolution of one second, so an operation triggered after tick has a
-// startTime no earlier than it, and the one before an earlier startTime.
-func tick() time.Time {
-	next := time.Now().Truncate(time.Second).Add(time.Second)
-	time.Sleep(time.Until(next))
-	return next
-}
-
-// final waits for the cache to finish an operation with the given reason
-// that started at or after `after` (see tick), and returns it.
-func final(t *testing.T, g Gomega, key client.ObjectKey, reason string, after time.Time, timeout time.Duration) *v1alpha2.ImageCache {
-	t.Helper()
-	c := &v1alpha2.ImageCache{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
-		g.Expect(c.Status.Status).NotTo(BeElementOf(v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheActionStatus("")))
-		g.Expect(c.Status.Reason).To(Equal(reason))
-		g.Expect(c.Status.CompletionTime).NotTo(BeNil())
-		g.Expect(c.Status.StartTime.Time.Before(after.Truncate(time.Second))).To(BeFalse(), "started before %s", after)
-	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(Succeed())
-	return c
-}
 
 // jobLog records every Job created in a namespace while it runs: with the
 // delete policy Jobs vanish at the end of an operation, so their creation is

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // Bounds of the waits: generous, for two cores shared with other packages' clusters. On an
@@ -196,7 +197,7 @@ func refusedByWebhook(g Gomega, in installation) {
 		g.Expect(vwc.Webhooks[0].Name).To(Equal(webhookName))
 		g.Expect(vwc.Webhooks[0].ClientConfig.CABundle).NotTo(BeEmpty(), "the controller has not written its CA yet")
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
-	bad := onNode(in.namespace, "bad", "Not/A Valid:Reference")
+	bad := framework.CacheOnNode(in.namespace, "bad", node.Name(), "Not/A Valid:Reference")
 	var err error
 	// The Service's endpoint follows the pod's readiness by a moment: until it is there
 	// the API server fails the call itself ("no endpoints available").
@@ -213,23 +214,11 @@ func refusedByWebhook(g Gomega, in installation) {
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the refused cache exists: %v", err)
 }
 
-// onNode is a cache whose one list selects the real node only: the kwok node must get no
-// Job.
-func onNode(ns, name string, images ...string) *v1alpha2.ImageCache {
-	return &v1alpha2.ImageCache{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{
-			Images:       images,
-			NodeSelector: map[string]string{corev1.LabelHostname: node.Name()},
-		}}},
-	}
-}
-
 // cacheSucceeds creates a cache of images and waits for its create to end Succeeded, with
 // every image in the node's containerd.
 func cacheSucceeds(g Gomega, ns, name string, images []string) *v1alpha2.ImageCache {
 	ctx := context.Background()
-	g.Expect(k8s.Create(ctx, onNode(ns, name, images...))).To(Succeed())
+	g.Expect(k8s.Create(ctx, framework.CacheOnNode(ns, name, node.Name(), images...))).To(Succeed())
 	c := &v1alpha2.ImageCache{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // Install #1: the chart, as the chart README's `helm install kube-fledged
@@ -38,7 +39,7 @@ const (
 // node, runs the common end, whose policy change is a `helm upgrade` to delete, and
 // uninstalls.
 func TestHelm(t *testing.T) {
-	needNode(t)
+	framework.NeedRealNode(t)
 	chrt := pushedChart(t)
 	cfg := helmConfig(t)
 	begin := time.Now()

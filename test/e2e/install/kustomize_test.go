@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // Install #2: README's kustomize way in. `make deploy` installs the CRDs and the operator
@@ -36,7 +37,7 @@ const (
 // of the resource. The sandbox's kwok node is cordoned meanwhile: on a user's cluster
 // every node runs pods, and here only the real node does.
 func TestKustomize(t *testing.T) {
-	needNode(t)
+	framework.NeedRealNode(t)
 	ctx := context.Background()
 	fake := "sandbox-node-0"
 	cordon(t, fake, true)

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
@@ -69,7 +70,7 @@ func binDir(t *testing.T) string {
 // KUBEFLEDGED_REALNODE_REQUIRED set, missing binaries fail it instead.
 func needOLM(t *testing.T) olmBins {
 	t.Helper()
-	needNode(t)
+	framework.NeedRealNode(t)
 	bin := binDir(t)
 	b := olmBins{
 		olm: filepath.Join(bin, "olm"), catalog: filepath.Join(bin, "catalog"), opm: filepath.Join(bin, "opm"),

@@ -42,7 +42,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,7 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
-	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/olmbundle"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
@@ -106,10 +105,8 @@ func TestOLM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	r := &olmRun{t: t, ctx: ctx}
-	s := commands.Scheme()
-	_ = apiextensionsv1.AddToScheme(s)
 	var err error
-	if r.c, err = client.New(sb.Config(), client.Options{Scheme: s}); err != nil {
+	if r.c, err = client.New(sb.Config(), client.Options{Scheme: framework.Scheme()}); err != nil {
 		t.Fatal(err)
 	}
 	cordonOthers(t, r.c)

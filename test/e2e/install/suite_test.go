@@ -13,16 +13,12 @@ package install_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,18 +30,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
 
 var (
-	// skipReason is set when this machine cannot run a real node.
-	skipReason string
-	sb         *sandbox.Sandbox
-	node       *realnode.Node
-	k8s        client.WithWatch
-	kube       kubernetes.Interface
-	repo       = filepath.Join("..", "..", "..")
+	sb   *sandbox.Sandbox
+	node *realnode.Node
+	k8s  client.WithWatch
+	kube kubernetes.Interface
+	repo = filepath.Join("..", "..", "..")
 
 	// ourImage is the chart's default image, which the test pushed to the node's registry
 	// under that very name, built from this tree.
@@ -71,96 +66,32 @@ func deletedImages(how string) []string {
 	return []string{"us.gcr.io/kubefledged/e2e-install-c:" + how, "quay.io/kubefledged/e2e-install-d:" + how}
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if err := realnode.Check(realnode.Options{}); err != nil {
-		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
-			return fail("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
-		}
-		skipReason = err.Error()
-		return m.Run()
-	}
-	// Setup only; a cold cross-compile of two platforms is most of it.
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	begin := time.Now()
-	var err error
-	if ourImage, err = chartImage(); err != nil {
-		return fail("%v", err)
-	}
-	tmp, err := os.MkdirTemp("", "kubefledged-e2e-install-")
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer os.RemoveAll(tmp)
-	// The image builds while the cluster and the node start.
-	oci := filepath.Join(tmp, "oci")
-	imageDone := make(chan error, 1)
-	go func() { imageDone <- buildImage(ctx, oci) }()
-
-	if sb, err = sandbox.Start(ctx, sandbox.Options{Nodes: 1}); err != nil {
-		<-imageDone
-		return fail("sandbox: %v", err)
-	}
-	var stopOnce sync.Once
-	var stopErr error
-	stop := func() error {
-		stopOnce.Do(func() {
-			var wg sync.WaitGroup
-			var nerr, serr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				if node != nil {
-					nerr = node.Stop()
-				}
-			}()
-			go func() { defer wg.Done(); serr = sb.Stop() }()
-			wg.Wait()
-			stopErr = errors.Join(nerr, serr)
-		})
-		return stopErr
-	}
-	defer func() { _ = stop() }()
-	// An interrupted run must still give the host back.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		_ = stop()
-		os.Exit(1)
-	}()
-	defer signal.Stop(sigs)
-
-	if node, err = realnode.Start(ctx, sb, realnode.Options{}); err != nil {
-		<-imageDone
-		return fail("real node: %v", err)
-	}
-	fmt.Fprintf(os.Stderr, "e2e/install: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
-	if err := <-imageDone; err != nil {
-		return fail("%v", err)
-	}
-	if err := pushImages(ctx, oci); err != nil {
-		return fail("%v", err)
-	}
-	cfg := sb.Config()
-	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: commands.Scheme()}); err != nil {
-		return fail("%v", err)
-	}
-	kube = kubernetes.NewForConfigOrDie(cfg)
-	fmt.Fprintf(os.Stderr, "e2e/install: set up in %s\n", time.Since(begin).Round(time.Millisecond))
-	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/install: stop: %v\n", err)
-		code = 1
-	}
-	return code
-}
-
-func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "e2e/install: "+format+"\n", args...)
-	return 1
+func TestMain(m *testing.M) {
+	os.Exit(framework.RealNodeSuite{
+		Name: "e2e/install",
+		// Our image, built as `make image` builds it: a cold cross-compile of two
+		// platforms is most of the setup.
+		Prepare: func(ctx context.Context, dir string) error {
+			var err error
+			if ourImage, err = chartImage(); err != nil {
+				return err
+			}
+			return buildImage(ctx, filepath.Join(dir, "oci"))
+		},
+		Setup: func(ctx context.Context, c *framework.RealNodeCluster, dir string) error {
+			sb, node = c.SB, c.Node
+			if err := pushImages(ctx, filepath.Join(dir, "oci")); err != nil {
+				return err
+			}
+			cfg := sb.Config()
+			var err error
+			if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: commands.Scheme()}); err != nil {
+				return err
+			}
+			kube = kubernetes.NewForConfigOrDie(cfg)
+			return nil
+		},
+	}.Run(m))
 }
 
 // chartImage is the image the chart installs when told nothing about images: its
@@ -264,12 +195,4 @@ func pushImages(ctx context.Context, oci string) error {
 		}
 	}
 	return nil
-}
-
-// needNode skips a test on a machine that cannot run a real node.
-func needNode(t *testing.T) {
-	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +53,7 @@ func TestKustomizeDeploy(t *testing.T) {
 		g.Expect(k8s.Create(ctx, u.DeepCopy())).To(Succeed(), "%s %s", u.GetKind(), u.GetName())
 		switch u.GetKind() {
 		case "CustomResourceDefinition":
-			waitEstablished(g, k8s, u.GetName())
+			framework.WaitEstablished(g, k8s, u.GetName(), timeout)
 		case "Deployment":
 			g.Expect(dep).To(BeNil(), "config/default has two Deployments")
 			dep = &appsv1.Deployment{}

@@ -23,19 +23,17 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -70,7 +68,7 @@ func TestOLMInstall(t *testing.T) {
 		g.Expect(k8s.Create(ctx, crd.DeepCopy())).To(Succeed())
 	}
 	for _, crd := range b.crds {
-		waitEstablished(g, k8s, crd.Name)
+		framework.WaitEstablished(g, k8s, crd.Name, timeout)
 	}
 	// The examples must be valid as OperatorHub shows them: strict, so that
 	// a misspelt field fails rather than being pruned. They are checked
@@ -267,13 +265,7 @@ func clients(t *testing.T) (kubernetes.Interface, client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
+	c, err := client.New(cfg, client.Options{Scheme: framework.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,20 +301,6 @@ func binary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return built
-}
-
-func waitEstablished(g Gomega, k8s client.Client, name string) {
-	g.Eventually(func(g Gomega) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
-		established := false
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		g.Expect(established).To(BeTrue(), "CRD %s not established", name)
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 // grantPermissions creates what OLM creates from the CSV's install strategy

@@ -31,21 +31,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -69,41 +67,11 @@ var (
 
 func newClient(t *testing.T) client.Client {
 	t.Helper()
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(sandbox.Get().Config(), client.Options{Scheme: s})
+	c, err := client.New(sandbox.Get().Config(), client.Options{Scheme: framework.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// installCRD applies a CRD file and waits until it is served.
-func installCRD(t *testing.T, g Gomega, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	g.Expect(err).NotTo(HaveOccurred())
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(yaml.UnmarshalStrict(raw, crd)).To(Succeed())
-	if err := k8s.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating CRD %s: %v", crd.Name, err)
-	}
-	g.Eventually(func(g Gomega) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: crd.Name}, got)).To(Succeed())
-		established := false
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		g.Expect(established).To(BeTrue(), "CRD %s not established", crd.Name)
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 func namespace(t *testing.T) string {
@@ -124,35 +92,14 @@ func startOperator(t *testing.T) {
 	} else {
 		ctrl.SetLogger(zap.New(zap.WriteTo(&bytes.Buffer{})))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- operator.Run(ctx, sandbox.Get().Config(), operator.Options{
-			WatchesFile:             filepath.Join(repo, "watches.yaml"),
-			LeaderElect:             false,
-			MetricsAddr:             "0",
-			ProbeAddr:               "0",
-			MaxConcurrentReconciles: 2,
-			MaxReleaseHistory:       3,
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("operator.Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("operator.Run did not return within 30s of its context ending")
-		}
+	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
+		WatchesFile:             filepath.Join(repo, "watches.yaml"),
+		LeaderElect:             false,
+		MetricsAddr:             "0",
+		ProbeAddr:               "0",
+		MaxConcurrentReconciles: 2,
+		MaxReleaseHistory:       3,
 	})
-	// Fail fast if Run gives up at start-up.
-	select {
-	case err := <-done:
-		t.Fatalf("operator.Run returned at once: %v", err)
-	case <-time.After(500 * time.Millisecond):
-	}
 }
 
 func kubeFledged(ns, name string, spec map[string]interface{}) *unstructured.Unstructured {
@@ -301,20 +248,6 @@ func kubectl(t *testing.T, args ...string) (string, bool) {
 	return string(out), true
 }
 
-// helmConfig is what `helm --kubeconfig <sandbox> -n ns` would use.
-func helmConfig(t *testing.T, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	kubeconfig := sandbox.Get().KubeconfigPath()
-	flags.KubeConfig = &kubeconfig
-	flags.Namespace = &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // helmValues parses --set style values.
 func helmValues(t *testing.T, sets ...string) map[string]interface{} {
 	t.Helper()
@@ -336,8 +269,7 @@ func sameDeployment(g Gomega, got, want *appsv1.Deployment, what string) {
 func TestOperator(t *testing.T) {
 	g := NewWithT(t)
 	k8s = newClient(t)
-	installCRD(t, g, filepath.Join(repo, "config", "crd", "bases", "charts.helm.kubefledged.io_kubefledgeds.yaml"))
-	installCRD(t, g, filepath.Join(repo, "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
+	g.Expect(framework.InstallCRDs(context.Background(), sandbox.Get().Config(), framework.KubeFledgedCRD, framework.ImageCacheCRD)).To(Succeed())
 	startOperator(t)
 
 	ns := namespace(t)
@@ -423,7 +355,7 @@ func TestOperator(t *testing.T) {
 		g.Expect(byOperator).NotTo(BeNil(), "needs the operator's Deployment from the steps above")
 		chrt, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
 		g.Expect(err).NotTo(HaveOccurred())
-		cfg := helmConfig(t, ns)
+		cfg := helmop.HelmConfig(t, ns)
 		install := action.NewInstall(cfg)
 		install.ReleaseName = release
 		install.Namespace = ns

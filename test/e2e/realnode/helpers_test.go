@@ -10,13 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // deadline is the operations' image pull deadline: a missing image gives ErrImagePull
@@ -47,46 +46,7 @@ func runController(t *testing.T, retain bool, granularity jobs.Granularity) (sto
 	if retain {
 		o.Retention.Value = "retain"
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- commands.RunController(ctx, sb.Config(), o) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("controller exited: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("controller did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := "realnode-" + rand.String(6)
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
-// onNode is a cache whose one list selects the real node only, by its hostname label: the
-// kwok node beside it must get no Job.
-func onNode(ns, name string, images ...string) *v1alpha2.ImageCache {
-	return &v1alpha2.ImageCache{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{
-			Images:       images,
-			NodeSelector: map[string]string{corev1.LabelHostname: node.Name()},
-		}}},
-	}
+	return framework.RunController(t, sb.Config(), o)
 }
 
 func imageRefs(names ...string) []string {
@@ -95,41 +55,6 @@ func imageRefs(names ...string) []string {
 		out[i] = ref(n)
 	}
 	return out
-}
-
-// tick waits for the next whole second: status times have a resolution of one second, so
-// an operation started after tick has a startTime no earlier than it.
-func tick() time.Time {
-	next := time.Now().Truncate(time.Second).Add(time.Second)
-	time.Sleep(time.Until(next))
-	return next
-}
-
-// final waits for the cache to finish an operation with the given reason that started at
-// or after `after`.
-func final(g Gomega, key client.ObjectKey, reason string, after time.Time) *v1alpha2.ImageCache {
-	c := &v1alpha2.ImageCache{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
-		g.Expect(c.Status.Status).NotTo(BeElementOf(v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheActionStatus("")))
-		g.Expect(c.Status.Reason).To(Equal(reason))
-		g.Expect(c.Status.CompletionTime).NotTo(BeNil())
-		g.Expect(c.Status.StartTime.Time.Before(after.Truncate(time.Second))).To(BeFalse(), "started before %s", after)
-	}).WithTimeout(opTimeout).WithPolling(250 * time.Millisecond).Should(Succeed())
-	return c
-}
-
-func annotate(g Gomega, key client.ObjectKey, annotation string) time.Time {
-	at := tick()
-	c := &v1alpha2.ImageCache{}
-	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
-	patch := client.MergeFrom(c.DeepCopy())
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
-	}
-	c.Annotations[annotation] = ""
-	g.Expect(k8s.Patch(context.Background(), c, patch)).To(Succeed())
-	return at
 }
 
 func jobsOf(g Gomega, ns string, labels client.MatchingLabels) []batchv1.Job {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // TestRealNode runs every operation on the real node with one controller that retains its
@@ -20,7 +21,7 @@ import (
 // operations run in parallel (each on images of its own); the restart comes last because it
 // deletes every retained Job.
 func TestRealNode(t *testing.T) {
-	needNode(t)
+	framework.NeedRealNode(t)
 	for i, gr := range []jobs.Granularity{jobs.PerNode, jobs.PerImage} {
 		tag = tags[i]
 		t.Run(string(gr), func(t *testing.T) {
@@ -48,12 +49,12 @@ func TestRealNode(t *testing.T) {
 func testPullSucceeds(t *testing.T, gr jobs.Granularity) {
 	t.Parallel()
 	g := NewWithT(t)
-	ns := namespace(t)
+	ns := framework.Namespace(t, k8s, "realnode-")
 	key := client.ObjectKey{Namespace: ns, Name: "pull"}
 	images := imageRefs("small-a", multiLayer)
-	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "pull", images...))).To(Succeed())
-	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "pull", node.Name(), images...))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	t.Logf("create of %d images took %s", len(images), c.Status.CompletionTime.Sub(c.Status.StartTime.Time))
 	for _, ref := range append(images, helperImage) {
@@ -111,12 +112,12 @@ func pulled(g Gomega, ns, pod string) []string {
 func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 	t.Parallel()
 	g := NewWithT(t)
-	ns := namespace(t)
+	ns := framework.Namespace(t, k8s, "realnode-")
 	key := client.ObjectKey{Namespace: ns, Name: "missing"}
 	good, good2, bad := ref("small-b"), ref("small-g"), ref(missing)
-	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "missing", good, bad, good2))).To(Succeed())
-	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "missing", node.Name(), good, bad, good2))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
 	g.Expect(c.Status.Failures).To(HaveLen(1))
@@ -188,17 +189,17 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	ns := namespace(t)
+	ns := framework.Namespace(t, k8s, "realnode-")
 	rec := recordJobs(t, ns)
 	key := client.ObjectKey{Namespace: ns, Name: "update"}
 	first, added := ref("small-c"), ref("small-d")
-	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "update", first))).To(Succeed())
-	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "update", node.Name(), first))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	g.Expect(rec.take()).To(ConsistOf("pull " + first + " " + node.Name()))
 
-	t1 := tick()
+	t1 := framework.Tick()
 	// The controller may still write the create's status; the edit goes on a fresh read.
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := k8s.Get(context.Background(), key, c); err != nil {
@@ -207,7 +208,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 		c.Spec.CacheSpec[0].Images = []string{first, added}
 		return k8s.Update(context.Background(), c)
 	})).To(Succeed())
-	c = final(g, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	g.Expect(rec.take()).To(ConsistOf("pull " + added + " " + node.Name()))
 	g.Expect(inRuntime(g, first)).To(BeTrue())
@@ -219,19 +220,19 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 func testPurgeRemovesFromTheRuntime(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	ns := namespace(t)
+	ns := framework.Namespace(t, k8s, "realnode-")
 	key := client.ObjectKey{Namespace: ns, Name: "purge"}
 	images := imageRefs("small-e", "small-f")
-	t0 := tick()
-	g.Expect(k8s.Create(context.Background(), onNode(ns, "purge", images...))).To(Succeed())
-	c := final(g, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0)
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "purge", node.Name(), images...))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	for _, ref := range images {
 		g.Expect(inRuntime(g, ref)).To(BeTrue(), "%s is not in containerd before the purge", ref)
 	}
 
-	t1 := annotate(g, key, v1alpha2.PurgeAnnotation)
-	c = final(g, key, v1alpha2.ImageCacheReasonImageCachePurge, t1)
+	t1 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesDeletedSuccessfully))
 	for _, ref := range images {

@@ -9,40 +9,31 @@ package realnode_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
 
 var (
-	// skipReason is set when this machine cannot run a real node.
-	skipReason string
-	sb         *sandbox.Sandbox
-	node       *realnode.Node
-	k8s        client.WithWatch
-	kube       kubernetes.Interface
-	scheme     = commands.Scheme()
+	sb     *sandbox.Sandbox
+	node   *realnode.Node
+	k8s    client.WithWatch
+	kube   kubernetes.Interface
+	scheme = commands.Scheme()
 	// helperImage is our own image in the node's registry: the binary built by TestMain.
 	helperImage string
 	// refs maps a test image's short name and tag (e.g. "small-a:v1") to its reference in
@@ -59,102 +50,24 @@ var (
 	missing = "does-not-exist"
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if err := realnode.Check(realnode.Options{}); err != nil {
-		// CI on a machine that can run the node sets this, so that a lost package or a
-		// missing build step fails the run instead of skipping it.
-		if os.Getenv("KUBEFLEDGED_REALNODE_REQUIRED") != "" {
-			return fail("%v (KUBEFLEDGED_REALNODE_REQUIRED is set)", err)
-		}
-		skipReason = err.Error()
-		return m.Run()
-	}
-	// Setup only: the static build is cold on a fresh CI machine (every
-	// dependency compiled without cgo), which took 9 minutes on two loaded
-	// cores; warm, setup is seconds.
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	begin := time.Now()
-	tmp, err := os.MkdirTemp("", "kubefledged-e2e-realnode-")
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer os.RemoveAll(tmp)
-	// The product binary builds while the cluster starts: cold, it is the longest step.
-	bin := filepath.Join(tmp, "kubefledged")
-	built := make(chan error, 1)
-	go func() {
-		t0 := time.Now()
-		err := realnode.BuildStatic(ctx, "github.com/kubefledged/kube-fledged", bin)
-		fmt.Fprintf(os.Stderr, "e2e/realnode: kubefledged built (static) in %s\n", time.Since(t0).Round(time.Millisecond))
-		built <- err
-	}()
-
-	if sb, err = sandbox.Start(ctx, sandbox.Options{Nodes: 1}); err != nil {
-		<-built
-		return fail("sandbox: %v", err)
-	}
-	var stopOnce sync.Once
-	var stopErr error
-	stop := func() error {
-		stopOnce.Do(func() {
-			// Node and control plane stop at once: one by one took several seconds more.
-			var wg sync.WaitGroup
-			var nerr, serr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				if node != nil {
-					nerr = node.Stop()
-				}
-			}()
-			go func() { defer wg.Done(); serr = sb.Stop() }()
-			wg.Wait()
-			stopErr = errors.Join(nerr, serr)
-		})
-		return stopErr
-	}
-	defer func() { _ = stop() }()
-	// An interrupted run must still give the host back.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		_ = stop()
-		os.Exit(1)
-	}()
-	defer signal.Stop(sigs)
-
-	node, err = realnode.Start(ctx, sb, realnode.Options{})
-	if err != nil {
-		<-built
-		return fail("real node: %v", err)
-	}
-	fmt.Fprintf(os.Stderr, "e2e/realnode: sandbox and node %s Ready in %s (the node alone %s)\n", node.Name(), time.Since(begin).Round(time.Millisecond), node.ReadyIn().Round(time.Millisecond))
-	if err := <-built; err != nil {
-		return fail("%v", err)
-	}
-	if err := pushImages(ctx, bin); err != nil {
-		return fail("%v", err)
-	}
-	if err := connect(ctx); err != nil {
-		return fail("%v", err)
-	}
-	code := m.Run()
-	t0 := time.Now()
-	if err := stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/realnode: stop: %v\n", err)
-		code = 1
-	}
-	fmt.Fprintf(os.Stderr, "e2e/realnode: node and sandbox stopped in %s\n", time.Since(t0).Round(time.Millisecond))
-	return code
-}
-
-func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "e2e/realnode: "+format+"\n", args...)
-	return 1
+func TestMain(m *testing.M) {
+	os.Exit(framework.RealNodeSuite{
+		Name: "e2e/realnode",
+		// Our binary, for the helper image.
+		Prepare: func(ctx context.Context, dir string) error {
+			t0 := time.Now()
+			err := realnode.BuildStatic(ctx, "github.com/kubefledged/kube-fledged", filepath.Join(dir, "kubefledged"))
+			fmt.Fprintf(os.Stderr, "e2e/realnode: kubefledged built (static) in %s\n", time.Since(t0).Round(time.Millisecond))
+			return err
+		},
+		Setup: func(ctx context.Context, c *framework.RealNodeCluster, dir string) error {
+			sb, node = c.SB, c.Node
+			if err := pushImages(ctx, filepath.Join(dir, "kubefledged")); err != nil {
+				return err
+			}
+			return connect(ctx)
+		},
+	}.Run(m))
 }
 
 func pushImages(ctx context.Context, bin string) error {
@@ -223,35 +136,5 @@ func connect(ctx context.Context) error {
 		return err
 	}
 	kube = kubernetes.NewForConfigOrDie(cfg)
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "kubefledged.io_imagecaches.yaml"))
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, crd); err != nil {
-		return err
-	}
-	s := commands.Scheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return err
-	}
-	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err := k8s.List(ctx, &v1alpha2.ImageCacheList{}); err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("the ImageCache CRD is not served after 30s")
-}
-
-// needNode skips a test on a machine that cannot run a real node.
-func needNode(t *testing.T) {
-	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	return framework.InstallCRDs(ctx, cfg, framework.ImageCacheCRD)
 }

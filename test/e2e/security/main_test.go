@@ -13,21 +13,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/golden"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -47,13 +44,7 @@ const (
 	controllerSA = golden.ReleaseName + "-controller"
 )
 
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha2.AddToScheme(s)
-	_ = apiextensionsv1.AddToScheme(s)
-	return s
-}()
+var scheme = framework.Scheme()
 
 // world is the sandbox with both CRDs and both components' RBAC applied.
 type world struct {
@@ -81,7 +72,7 @@ func setup(t *testing.T) *world {
 func build() (*world, error) {
 	w := &world{}
 	var err error
-	if w.root, err = repoRoot(); err != nil {
+	if w.root, err = repo.Root(); err != nil {
 		return nil, err
 	}
 	cfg := sandbox.Get().Config()
@@ -92,10 +83,8 @@ func build() (*world, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	for _, f := range []string{"kubefledged.io_imagecaches.yaml", "charts.helm.kubefledged.io_kubefledgeds.yaml"} {
-		if err := w.installCRD(ctx, filepath.Join(w.root, "config", "crd", "bases", f)); err != nil {
-			return nil, err
-		}
+	if err := framework.InstallCRDs(ctx, cfg, framework.ImageCacheCRD, framework.KubeFledgedCRD); err != nil {
+		return nil, err
 	}
 	for _, ns := range []string{releaseNS, operatorNS} {
 		if err := w.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -173,50 +162,12 @@ func (w *world) apply(ctx context.Context, doc string) error {
 	return nil
 }
 
-func (w *world) installCRD(ctx context.Context, file string) error {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-		return err
-	}
-	if err := w.admin.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := w.kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + crd.Spec.Versions[0].Name); err == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("CRD %s not served after 60s", crd.Name)
-}
-
 // as returns a config that impersonates a ServiceAccount. The apiserver adds
 // the ServiceAccount groups itself, as it does for a real token.
 func as(ns, sa string) *rest.Config {
 	cfg := sandbox.Get().Config()
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
 	return cfg
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no go.mod above %s", dir)
-		}
-		dir = filepath.Dir(dir)
-	}
 }
 
 // manifestsOf renders the chart with values and returns its manifests.

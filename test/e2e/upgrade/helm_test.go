@@ -23,6 +23,8 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/images"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -117,7 +119,7 @@ func TestFromHelmRelease(t *testing.T) {
 
 	// --- 1. Keep the settings. ---
 	p.documented(t, stepSaveValues)
-	saved, err := action.NewGetValues(helmConfig(t, p.ns)).Run(p.release)
+	saved, err := action.NewGetValues(helmop.HelmConfig(t, p.ns)).Run(p.release)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(saved).To(Equal(userValues), "helm get values gives back the user's file, keys of no use here included")
 	raw, err := yaml.Marshal(saved)
@@ -127,7 +129,7 @@ func TestFromHelmRelease(t *testing.T) {
 
 	// --- 2. Remove the original's release, keep its CRD. ---
 	p.documented(t, stepUninstall)
-	uninstall := action.NewUninstall(helmConfig(t, p.ns))
+	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
 	uninstall.Wait, uninstall.Timeout = true, timeout
 	_, err = uninstall.Run(p.release)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -140,7 +142,7 @@ func TestFromHelmRelease(t *testing.T) {
 
 	// --- 3. Our CRD over theirs. ---
 	p.mustShell(t, stepImageCacheCRD)
-	crd := waitEstablished(g, c, imageCacheCRD)
+	crd := framework.WaitEstablished(g, c, imageCacheCRD, timeout)
 	g.Expect(crd.Spec.Versions[0].Subresources).NotTo(BeNil())
 	g.Expect(crd.Spec.Versions[0].Subresources.Status).NotTo(BeNil(), "our CRD adds the status subresource")
 	ourSchemaServed(g, c, p.ns)
@@ -161,7 +163,7 @@ func TestFromHelmRelease(t *testing.T) {
 	t.Cleanup(func() {
 		// Our release's webhook configuration must not outlive this
 		// test's controller, nor its names the next case's.
-		u := action.NewUninstall(helmConfig(t, p.ns))
+		u := action.NewUninstall(helmop.HelmConfig(t, p.ns))
 		u.Wait, u.Timeout = true, timeout
 		if _, err := u.Run(p.release); err != nil {
 			t.Errorf("uninstalling our release: %v", err)

@@ -24,6 +24,8 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -108,7 +110,7 @@ func TestFromOperator(t *testing.T) {
 
 	// --- 2. Remove the original's release, keep its CRD. ---
 	p.documented(t, stepUninstall)
-	uninstall := action.NewUninstall(helmConfig(t, p.ns))
+	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
 	uninstall.Wait, uninstall.Timeout = true, timeout
 	_, err := uninstall.Run(p.release)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -121,8 +123,8 @@ func TestFromOperator(t *testing.T) {
 	// --- 3. Our CRDs over theirs. ---
 	p.mustShell(t, stepImageCacheCRD)
 	p.mustShell(t, stepKubeFledgedCRD)
-	waitEstablished(g, c, imageCacheCRD)
-	waitEstablished(g, c, kubeFledgedCRD)
+	framework.WaitEstablished(g, c, imageCacheCRD, timeout)
+	framework.WaitEstablished(g, c, kubeFledgedCRD, timeout)
 	ourSchemaServed(g, c, p.ns)
 	ourKubeFledgedSchemaServed(g, c, p.ns)
 	g.Expect(kubeFledgedSpec(g, c, p.ns, cr.GetName())).To(Equal(crSpec), "the resource reads the same under our CRD")
@@ -136,7 +138,7 @@ func TestFromOperator(t *testing.T) {
 	ours := deploymentArgs(g, c, p.ns, "fledged-kubefledged-controller")
 	g.Expect(ours).To(ContainElements("--image-cache-refresh-frequency=30m", "--job-retention-policy=retain",
 		"--image-pull-deadline-duration=5m", "--image-pull-policy=IfNotPresent"), "the resource's flat args.* keys, mapped")
-	ourRel, err := action.NewGet(helmConfig(t, p.ns)).Run(p.release)
+	ourRel, err := action.NewGet(helmop.HelmConfig(t, p.ns)).Run(p.release)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ourRel.Chart.Metadata.Name).To(Equal("kubefledged"))
 	g.Expect(ourRel.Version).To(Equal(1), "a fresh release, not an upgrade of the original's")
@@ -156,27 +158,12 @@ func TestFromOperator(t *testing.T) {
 func runOurOperator(t *testing.T, g Gomega, c client.Client, ns, name string) {
 	t.Helper()
 	logToFile(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- operator.Run(ctx, sandbox.Get().Config(), operator.Options{
-			WatchesFile:             filepath.Join(repo, "watches.yaml"),
-			MetricsAddr:             "0",
-			ProbeAddr:               "0",
-			MaxConcurrentReconciles: 1,
-			MaxReleaseHistory:       3,
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("our operator returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("our operator did not stop within 30s")
-		}
+	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
+		WatchesFile:             filepath.Join(repo, "watches.yaml"),
+		MetricsAddr:             "0",
+		ProbeAddr:               "0",
+		MaxConcurrentReconciles: 1,
+		MaxReleaseHistory:       3,
 	})
 	t.Cleanup(func() {
 		u := &unstructured.Unstructured{}
@@ -191,11 +178,6 @@ func runOurOperator(t *testing.T, g Gomega, c client.Client, ns, name string) {
 			return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(u), u))
 		}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "our operator did not uninstall the release")
 	})
-	select {
-	case err := <-done:
-		t.Fatalf("our operator returned at once: %v", err)
-	case <-time.After(500 * time.Millisecond):
-	}
 }
 
 func waitDeployed(g Gomega, c client.Client, ns, name string) *unstructured.Unstructured {

@@ -25,13 +25,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -53,11 +53,7 @@ var imageCacheGVK = schema.GroupVersionKind{Group: "kubefledged.io", Version: "v
 // apiextensions, our ImageCache), kube for watches.
 func clients(t *testing.T) (client.WithWatch, kubernetes.Interface) {
 	t.Helper()
-	s := commands.Scheme()
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithWatch(sandbox.Get().Config(), client.Options{Scheme: s})
+	c, err := client.NewWithWatch(sandbox.Get().Config(), client.Options{Scheme: framework.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,22 +94,7 @@ func createCRD(t *testing.T, g Gomega, c client.Client, file string) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(yaml.UnmarshalStrict(raw, crd)).To(Succeed())
 	g.Expect(c.Create(context.Background(), crd)).To(Succeed())
-	waitEstablished(g, c, crd.Name)
-}
-
-func waitEstablished(g Gomega, c client.Client, name string) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
-		established := false
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		g.Expect(established).To(BeTrue(), "CRD %s not established", name)
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
-	return crd
+	framework.WaitEstablished(g, c, crd.Name, timeout)
 }
 
 // kubeletImages lists images as a kubelet reports them in status.images:
@@ -244,27 +225,13 @@ func originalJob(t *testing.T, g Gomega, c client.Client, cache *unstructured.Un
 	return j
 }
 
-// helmConfig is what `helm --kubeconfig <sandbox> -n ns` uses.
-func helmConfig(t *testing.T, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	kubeconfig := sandbox.Get().KubeconfigPath()
-	flags.KubeConfig = &kubeconfig
-	flags.Namespace = &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // helmInstall installs a chart as `helm install RELEASE CHART -n NS -f
 // values` would.
 func helmInstall(t *testing.T, g Gomega, ns, name, chartDir string, values map[string]interface{}) *release.Release {
 	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	g.Expect(err).NotTo(HaveOccurred())
-	install := action.NewInstall(helmConfig(t, ns))
+	install := action.NewInstall(helmop.HelmConfig(t, ns))
 	install.ReleaseName = name
 	install.Namespace = ns
 	install.Timeout = timeout

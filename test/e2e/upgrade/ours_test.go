@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -24,6 +23,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -62,20 +62,7 @@ func runOurs(t *testing.T, g Gomega, c client.Client, d *appsv1.Deployment) {
 		o.Webhook.Port, webhook.Path)
 	g.Expect(c.Patch(context.Background(), vwc, client.RawPatch(types.JSONPatchType, []byte(patch)))).To(Succeed())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- commands.RunController(ctx, sandbox.Get().Config(), o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("our controller exited: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("our controller did not stop within 30s")
-		}
-	})
+	framework.RunController(t, sandbox.Get().Config(), o)
 }
 
 // ourWebhookAdmits waits until our webhook answers, then checks that it is

@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // File is one entry of a test image's layer.
@@ -119,7 +120,7 @@ func BinaryImage(bin, at string) (v1.Image, error) {
 // BuildStatic builds the Go package pkg (a path inside this module) into out as a static
 // binary: images built on an empty base have no C library to link against.
 func BuildStatic(ctx context.Context, pkg, out string) error {
-	root, err := moduleRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -130,22 +131,6 @@ func BuildStatic(ctx context.Context, pkg, out string) error {
 		return fmt.Errorf("realnode: go build %s: %v\n%s", pkg, err, b)
 	}
 	return nil
-}
-
-// moduleRoot is the first dir above the working directory holding go.mod.
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = path.Dir(d) {
-		if _, err := os.Stat(path.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if path.Dir(d) == d {
-			return "", fmt.Errorf("realnode: no go.mod above %s", wd)
-		}
-	}
 }
 
 // registryServer is an OCI registry in the test process, on loopback: images are pushed by

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode/host"
 )
 
 // UnavailableError names what this machine lacks or forbids for a real node. Tests skip on
@@ -37,7 +40,7 @@ func Check(o Options) error {
 	if !root {
 		missing = append(missing, fmt.Sprintf("root (running as uid %d; the kubelet and containerd mount filesystems and make cgroups and network devices)", os.Geteuid()))
 	}
-	if dir, err := resolveBinDir(o.BinDir); err != nil {
+	if dir, err := repo.BinDir(o.BinDir); err != nil {
 		missing = append(missing, "kubelet: "+err.Error())
 	} else {
 		for _, b := range []string{"kubelet", "kube-proxy"} {
@@ -113,7 +116,7 @@ func cniBinDir() string {
 // probeCgroups makes and removes a cgroup where the kubelet would make its own: a read-only
 // or absent cgroup filesystem only shows when the kubelet fails minutes of test time later.
 func probeCgroups() string {
-	hs := cgroupHierarchies()
+	hs := host.CgroupHierarchies()
 	if len(hs) == 0 {
 		return "cgroups (no cgroup filesystem is mounted)"
 	}
@@ -172,42 +175,8 @@ func probeBridge() string {
 	_ = exec.Command("ip", "link", "del", name).Run()
 	// The kernel lets go of a deleted device a moment after the command returns; Check
 	// returns with the host as it found it.
-	for deadline := time.Now().Add(5 * time.Second); linkExists(name) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); host.LinkExists(name) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return ""
-}
-
-// resolveBinDir finds bin/ as the sandbox does: $KUBEFLEDGED_BIN_DIR, else the first dir
-// above the working directory holding both go.mod and bin/.
-func resolveBinDir(dir string) (string, error) {
-	if dir == "" {
-		dir = os.Getenv("KUBEFLEDGED_BIN_DIR")
-	}
-	if dir == "" {
-		root, err := repoRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, "bin")
-	}
-	return filepath.Abs(dir)
-}
-
-// repoRoot is the first dir above the working directory holding go.mod and bin/.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			if st, err := os.Stat(filepath.Join(d, "bin")); err == nil && st.IsDir() {
-				return d, nil
-			}
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no bin dir above %s: set KUBEFLEDGED_BIN_DIR or Options.BinDir", wd)
-		}
-	}
 }

@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -28,17 +25,11 @@ import (
 // "do not set"), so that it writes no sysctl.
 
 func (n *Node) startProxy(ctx context.Context, sb *sandbox.Sandbox, binDir string, subnet *net.IPNet, certPEM, keyPEM []byte) error {
-	rc := sb.Config()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	kc.AuthInfos["kube-proxy"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	kc.Contexts["kube-proxy"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "kube-proxy"}
-	kc.CurrentContext = "kube-proxy"
-	kubeconfig := n.configPath("kube-proxy.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	kubeconfig, err := n.writeKubeconfig(sb, "kube-proxy", certPEM, keyPEM)
+	if err != nil {
 		return err
 	}
-	ports, err := freePorts(2)
+	ports, err := sandbox.FreePorts(2)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode/host"
 )
 
 // Options configures Start. The zero value is a working node.
@@ -81,8 +83,8 @@ const (
 // registry and nothing off the machine.
 var DefaultMirrors = []string{"ghcr.io", "docker.io", "us.gcr.io", "registry.k8s.io", "quay.io", "fail.invalid"}
 
-// stateDirs are the parts of Dir that go at Stop even when the caller keeps Dir.
-var stateDirs = []string{"containerd", "kubelet", "cni", "pod-logs", "volume-plugins", "images", "config"}
+// ErrInUse means another real node holds this host (or left a part of one running).
+var ErrInUse = host.ErrInUse
 
 // Node is a running real node. Its methods are safe for concurrent use.
 type Node struct {
@@ -90,8 +92,8 @@ type Node struct {
 	dir        string
 	logDir     string
 	socket     string
-	journal    *journal
-	lock       *hostLock
+	journal    *host.Journal
+	lock       *host.Lock
 	reg        *registryServer
 	cri        *criClient
 	containerd *sandbox.Child
@@ -130,7 +132,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	if err != nil {
 		return nil, fmt.Errorf("realnode: subnet: %w", err)
 	}
-	binDir, err := resolveBinDir(o.BinDir)
+	binDir, err := repo.BinDir(o.BinDir)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +147,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	if err != nil {
 		return nil, err
 	}
-	if n.lock, err = lockHost(ctx); err != nil {
+	if n.lock, err = host.Acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -174,8 +176,8 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 		return nil, err
 	}
 	// From here on every change is undone from the journal, by Stop or by the next Start.
-	j := snapshotHost(n.dir, removeDir, o.Bridge)
-	if err := j.write(); err != nil {
+	j := host.Snapshot(n.dir, removeDir, o.Bridge)
+	if err := j.Write(); err != nil {
 		if removeDir {
 			_ = os.RemoveAll(n.dir)
 		}
@@ -184,7 +186,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	n.journal = j
 	n.logDir = filepath.Join(n.dir, "logs")
 	n.socket = filepath.Join(n.dir, "containerd", "containerd.sock")
-	for _, d := range append([]string{"logs", "containerd"}, stateDirs...) {
+	for _, d := range append([]string{"logs", "containerd"}, host.StateDirs...) {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
 			return nil, err
 		}
@@ -283,7 +285,7 @@ func defaultNodeName() string {
 // recoverHost undoes a run whose test binary died before its node stopped: the lock is free
 // again but its journal is still there.
 func recoverHost() error {
-	j, err := readJournal()
+	j, err := host.ReadJournal()
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -291,20 +293,20 @@ func recoverHost() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "realnode: undoing the host changes of a node that did not stop (pid %d, %s)\n", j.PID, j.Dir)
-	uerr := j.undo()
-	if left := j.leftovers(); len(left) > 0 {
-		return fmt.Errorf("realnode: the host still has parts of an earlier node (journal %s kept): %s (undo: %v)", journalPath, strings.Join(left, "; "), uerr)
+	uerr := j.Undo()
+	if left := j.Leftovers(); len(left) > 0 {
+		return fmt.Errorf("realnode: the host still has parts of an earlier node (journal %s kept): %s (undo: %v)", host.JournalPath, strings.Join(left, "; "), uerr)
 	}
-	return os.Remove(journalPath)
+	return os.Remove(host.JournalPath)
 }
 
 // refuseShared refuses to start beside a kubelet or a pod network this package did not
 // record: undoing the node would then tear down someone else's.
 func refuseShared(bridge string, subnet *net.IPNet) error {
-	if d := kubepodsDirs(); len(d) > 0 {
+	if d := host.KubepodsDirs(); len(d) > 0 {
 		return fmt.Errorf("%w: %s exists (a kubelet runs on this host, or one left its cgroups)", ErrInUse, d[0])
 	}
-	if linkExists(bridge) {
+	if host.LinkExists(bridge) {
 		return fmt.Errorf("%w: network device %s exists", ErrInUse, bridge)
 	}
 	ifs, _ := net.Interfaces()
@@ -537,22 +539,29 @@ func clientCert(ctx context.Context, c kubernetes.Interface, cn string, orgs []s
 	}
 }
 
-func (n *Node) startKubelet(ctx context.Context, sb *sandbox.Sandbox, binDir string, certPEM, keyPEM []byte) error {
+// writeKubeconfig writes the kubeconfig of a node daemon that authenticates to the sandbox
+// as user with its client certificate, and returns its path.
+func (n *Node) writeKubeconfig(sb *sandbox.Sandbox, user string, certPEM, keyPEM []byte) (string, error) {
 	rc := sb.Config()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	kc.Contexts["kubelet"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "kubelet"}
-	kc.CurrentContext = "kubelet"
-	kubeconfig := n.configPath("kubelet.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	kc.Contexts[user] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: user}
+	kc.CurrentContext = user
+	path := n.configPath(user + ".kubeconfig")
+	return path, clientcmd.WriteToFile(*kc, path)
+}
+
+func (n *Node) startKubelet(ctx context.Context, sb *sandbox.Sandbox, binDir string, certPEM, keyPEM []byte) error {
+	kubeconfig, err := n.writeKubeconfig(sb, "kubelet", certPEM, keyPEM)
+	if err != nil {
 		return err
 	}
 	caFile := n.configPath("ca.crt")
-	if err := os.WriteFile(caFile, rc.CAData, 0o644); err != nil {
+	if err := os.WriteFile(caFile, sb.Config().CAData, 0o644); err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
+	ports, err := sandbox.FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -631,25 +640,6 @@ func nodeReady(node *corev1.Node) bool {
 	return ready
 }
 
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // Name is the node's name, also its kubernetes.io/hostname label.
 func (n *Node) Name() string { return n.name }
 
@@ -704,19 +694,19 @@ func (n *Node) Stop() error {
 		n.containerd.Stop(stopGrace)
 		n.reg.close()
 		if n.journal != nil {
-			if err := n.journal.undo(); err != nil {
+			if err := n.journal.Undo(); err != nil {
 				notes = append(notes, err)
 			}
-			if left := n.journal.leftovers(); len(left) > 0 {
+			if left := n.journal.Leftovers(); len(left) > 0 {
 				n.stopErr = fmt.Errorf("realnode: stop: left on the host: %s (%w)", strings.Join(left, "; "), errors.Join(notes...))
-			} else if err := os.Remove(journalPath); err != nil {
+			} else if err := os.Remove(host.JournalPath); err != nil {
 				n.stopErr = fmt.Errorf("realnode: stop: %w", err)
 			}
 		}
 		if n.stopErr == nil && len(notes) > 0 {
 			fmt.Fprintf(os.Stderr, "realnode: stop: the host is restored, after: %v\n", errors.Join(notes...))
 		}
-		n.lock.release()
+		n.lock.Release()
 	})
 	return n.stopErr
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubefledged/kube-fledged/test/sandbox"
+	"github.com/kubefledged/kube-fledged/test/sandbox/realnode/host"
 )
 
 func TestCheckNamesWhatIsMissing(t *testing.T) {
@@ -33,54 +34,6 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 	}
 	if !strings.Contains(ua.Error(), "kubelet in ") {
 		t.Errorf("message does not name the kubelet: %s", ua)
-	}
-}
-
-func TestUndoScript(t *testing.T) {
-	before := `*filter
-:INPUT ACCEPT [0:0]
-:FORWARD ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:MINE - [0:0]
--A INPUT -j MINE
-COMMIT
-`
-	after := `*mangle
-:PREROUTING ACCEPT [1:2]
-:KUBE-IPTABLES-HINT - [0:0]
-:KUBE-KUBELET-CANARY - [0:0]
-COMMIT
-*filter
-:INPUT ACCEPT [5:6]
-:FORWARD ACCEPT [0:0]
-:OUTPUT ACCEPT [0:0]
-:KUBE-FIREWALL - [0:0]
-:MINE - [0:0]
--A INPUT -j KUBE-FIREWALL
--A INPUT -j MINE
--A OUTPUT -j KUBE-FIREWALL
--A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -j DROP
-COMMIT
-`
-	want := `*mangle
--F KUBE-IPTABLES-HINT
--F KUBE-KUBELET-CANARY
--X KUBE-IPTABLES-HINT
--X KUBE-KUBELET-CANARY
-COMMIT
-*filter
--D INPUT -j KUBE-FIREWALL
--D OUTPUT -j KUBE-FIREWALL
--F KUBE-FIREWALL
--X KUBE-FIREWALL
-COMMIT
-`
-	if got := undoScript(before, after); got != want {
-		t.Errorf("undoScript:\n%s\nwant:\n%s", got, want)
-	}
-	// A table the nft backend keeps with nothing but empty accepting chains is no change.
-	if a, b := normalizeIPTables(before), normalizeIPTables(before+"*raw\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n"); a != b {
-		t.Errorf("an empty table counts as a change:\n%s\nvs\n%s", a, b)
 	}
 }
 
@@ -154,7 +107,7 @@ func TestNode(t *testing.T) {
 	// The test binary "dies": the daemons are killed, the lock falls, nothing is undone.
 	// The pod's containers and their shims keep running, as they would.
 	n.abandon()
-	if left := n.journal.leftovers(); len(left) == 0 {
+	if left := n.journal.Leftovers(); len(left) == 0 {
 		t.Fatalf("an abandoned node left nothing to undo: the test proves nothing")
 	}
 	begin = time.Now()
@@ -187,7 +140,7 @@ func TestNode(t *testing.T) {
 			t.Errorf("host %s changed:\nbefore: %s\nafter:  %s", k, before[k], after[k])
 		}
 	}
-	for _, p := range []string{lockPath, journalPath} {
+	for _, p := range []string{host.LockPath, host.JournalPath} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s is left behind", p)
 		}
@@ -303,7 +256,7 @@ func (n *Node) abandon() {
 	n.cri.close()
 	n.fwd.close()
 	n.reg.close()
-	_ = n.lock.f.Close()
+	n.lock.Drop()
 	n.stopOnce.Do(func() {})
 }
 
@@ -312,11 +265,11 @@ func (n *Node) abandon() {
 // as Start would.
 func lockedHostState(t *testing.T, ctx context.Context) map[string]string {
 	t.Helper()
-	l, err := lockHost(ctx)
+	l, err := host.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.release()
+	defer l.Release()
 	if err := recoverHost(); err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +280,7 @@ func lockedHostState(t *testing.T, ctx context.Context) map[string]string {
 // places a kubelet and containerd touch.
 func hostState() map[string]string {
 	st := map[string]string{}
-	ms := mountPoints()
+	ms := host.MountPoints()
 	sort.Strings(ms)
 	st["mounts"] = strings.Join(ms, " ")
 	links, _ := os.ReadDir("/sys/class/net")
@@ -338,16 +291,16 @@ func hostState() map[string]string {
 		}
 	}
 	st["links"] = strings.Join(names, " ")
-	for _, save := range iptablesSavers {
-		if out, ok := iptablesSave(save); ok {
-			st[save] = normalizeIPTables(out)
+	for _, save := range host.IPTablesSavers {
+		if out, ok := host.IPTablesSave(save); ok {
+			st[save] = host.NormalizeIPTables(out)
 		}
 	}
-	for _, s := range sysctls {
+	for _, s := range host.Sysctls {
 		v, _ := os.ReadFile(filepath.Join("/proc/sys", s))
 		st["sysctl "+s] = strings.TrimSpace(string(v))
 	}
-	for _, h := range cgroupHierarchies() {
+	for _, h := range host.CgroupHierarchies() {
 		ents, _ := os.ReadDir(h)
 		var dirs []string
 		for _, e := range ents {
@@ -357,8 +310,8 @@ func hostState() map[string]string {
 		}
 		st["cgroup "+h] = strings.Join(dirs, " ")
 	}
-	for _, p := range append(hostPaths, "/run", "/var/log", "/opt") {
-		s := statePath(p)
+	for _, p := range append(host.HostPaths, "/run", "/var/log", "/opt") {
+		s := host.StatePath(p)
 		// The sandboxes' shared route registry (test/sandbox/netiso.go) comes
 		// and goes with whichever sandbox of another test package runs at
 		// the same time: it is not the node's to undo.
@@ -369,7 +322,7 @@ func hostState() map[string]string {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if pid, err := strconv.Atoi(e.Name()); err != nil || !running(pid) {
+		if pid, err := strconv.Atoi(e.Name()); err != nil || !host.Running(pid) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))

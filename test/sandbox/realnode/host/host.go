@@ -1,4 +1,23 @@
-package realnode
+// Package host keeps the machine a real node runs on as it was. A kubelet, containerd and
+// kube-proxy change the host itself, not only the node's own directory:
+//
+//   - sysctls (Sysctls: the kubelet's kernel tunables, forwarding, bridge netfilter);
+//   - iptables and ip6tables chains and rules (the firewall, kube-proxy's and the CNI's);
+//   - mounts (pod volumes, netns, the kubelet's own) and the kubepods cgroups;
+//   - the CNI bridge device;
+//   - files under the kubelet's and containerd's default paths (HostPaths), and processes
+//     (shims, pause containers) that outlive their parent.
+//
+// Snapshot records all of it in a Journal, written to JournalPath under /run before the
+// node's first change. Undo puts it back: it kills the processes left running from the
+// node's directory, unmounts what was mounted since, deletes the bridge, restores each
+// iptables table from its saved form (dropping tables that did not exist), writes the
+// Sysctls back, removes the kubepods cgroups and the new entries of the watched paths, and
+// the node's state directories. Because a test binary can die before it stops its node,
+// the journal outlives it: the next node's start undoes it first (ReadJournal). Acquire's
+// Lock, an flock on LockPath, keeps a second node off the host meanwhile: two would record
+// each other's changes as the host's original state.
+package host
 
 import (
 	"bufio"
@@ -25,20 +44,21 @@ import (
 // waits for the first node to stop; the journal lets the next Start undo a run whose test
 // binary died before it could stop its node.
 const (
-	lockPath    = "/run/kubefledged-realnode.lock"
-	journalPath = "/run/kubefledged-realnode.journal"
+	LockPath    = "/run/kubefledged-realnode.lock"
+	JournalPath = "/run/kubefledged-realnode.journal"
 )
 
 // ErrInUse means another real node holds this host (or left a part of one running).
 var ErrInUse = errors.New("realnode: another real node runs on this host")
 
-type hostLock struct{ f *os.File }
+// Lock is the host lock: an flock on LockPath, held while a node runs.
+type Lock struct{ f *os.File }
 
-// lockHost waits for the host lock until ctx ends.
-func lockHost(ctx context.Context) (*hostLock, error) {
+// Acquire waits for the host lock until ctx ends.
+func Acquire(ctx context.Context) (*Lock, error) {
 	told := false
 	for {
-		f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := os.OpenFile(LockPath, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("realnode: host lock: %w", err)
 		}
@@ -47,61 +67,66 @@ func lockHost(ctx context.Context) (*hostLock, error) {
 			// The previous holder unlinks the file as it lets go; a lock on an unlinked
 			// inode guards nothing, so it is taken again on the file now at the path.
 			var held, now syscall.Stat_t
-			if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(lockPath, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
+			if syscall.Fstat(int(f.Fd()), &held) == nil && syscall.Stat(LockPath, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
 				_ = f.Truncate(0)
 				_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-				return &hostLock{f: f}, nil
+				return &Lock{f: f}, nil
 			}
 			_ = f.Close()
 			continue
 		}
 		_ = f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("realnode: host lock %s: %w", lockPath, err)
+			return nil, fmt.Errorf("realnode: host lock %s: %w", LockPath, err)
 		}
-		holder, _ := os.ReadFile(lockPath)
+		holder, _ := os.ReadFile(LockPath)
 		if !told {
 			// Packages run in parallel; a silent wait would look like a hung test.
-			fmt.Fprintf(os.Stderr, "realnode: waiting for the real node of pid %s to stop (%s)\n", strings.TrimSpace(string(holder)), lockPath)
+			fmt.Fprintf(os.Stderr, "realnode: waiting for the real node of pid %s to stop (%s)\n", strings.TrimSpace(string(holder)), LockPath)
 			told = true
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: pid %s holds %s (%v)", ErrInUse, strings.TrimSpace(string(holder)), lockPath, ctx.Err())
+			return nil, fmt.Errorf("%w: pid %s holds %s (%v)", ErrInUse, strings.TrimSpace(string(holder)), LockPath, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
 
-func (l *hostLock) release() {
+// Release lets the next node have the host.
+func (l *Lock) Release() {
 	if l == nil {
 		return
 	}
-	_ = os.Remove(lockPath)
+	_ = os.Remove(LockPath)
 	_ = l.f.Close()
 }
 
-// journal is the host as it was before a node started, written before the first change.
-type journal struct {
+// StateDirs are the parts of the node's Dir that Undo removes even when the caller keeps Dir.
+var StateDirs = []string{"containerd", "kubelet", "cni", "pod-logs", "volume-plugins", "images", "config"}
+
+// Journal is the host as it was before a node started, written before the first change.
+type Journal struct {
 	PID       int
 	Dir       string // the node's own dir: every process naming it in its command line is ours
 	RemoveDir bool   // Dir was made by Start (else only its state goes, logs stay)
 	Bridge    string
 	Sysctls   map[string]string     // path under /proc/sys -> value
 	IPTables  map[string]string     // iptables-save / ip6tables-save -> output
-	Paths     map[string]*pathState // host path the kubelet or containerd may create -> state
+	Paths     map[string]*PathState // host path the kubelet or containerd may create -> state
 	Mounts    []string              // mount points
 }
 
-type pathState struct {
+// PathState is a watched host path as it was: whether it existed, and its entries.
+type PathState struct {
 	Existed bool
 	Entries []string `json:",omitempty"`
 }
 
-// sysctls the kubelet sets at start-up (setupKernelTunables), the bridge plugin turns on
+// Sysctls the kubelet sets at start-up (setupKernelTunables), the bridge plugin turns on
 // for a gateway and kube-proxy may set; the rest are listed because nothing guarantees
 // other versions leave them.
-var sysctls = []string{
+var Sysctls = []string{
 	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 	"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/ipv4/conf/all/route_localnet",
@@ -111,46 +136,47 @@ var sysctls = []string{
 	"net/netfilter/nf_conntrack_tcp_timeout_close_wait", "net/netfilter/nf_conntrack_tcp_be_liberal",
 }
 
-// hostPaths are the kubelet's and containerd's default or hard-coded locations. The node's
+// HostPaths are the kubelet's and containerd's default or hard-coded locations. The node's
 // configuration moves what it can into its own dir; these are what remains (shim sockets in
 // /run/containerd/s, libcni's cache in /var/lib/cni/results, log links in
 // /var/log/containers) and the defaults the configuration overrides, watched in case a
 // version ignores an override. A path comes before its parent: new entries are judged
 // where they were made.
-var hostPaths = []string{
+var HostPaths = []string{
 	"/run/containerd/s", "/run/containerd", "/run/netns", "/var/lib/cni/results", "/var/lib/cni", "/var/log/containers",
 	"/var/log/pods", "/var/lib/kubelet", "/var/lib/containerd", "/opt/containerd",
 	"/usr/libexec/kubernetes", "/etc/kubernetes", "/run/kubernetes", "/etc/cni",
 	"/run/mount", // util-linux's mount, which the kubelet runs, keeps its utab there
 }
 
-var iptablesSavers = []string{"iptables-save", "ip6tables-save"}
+var IPTablesSavers = []string{"iptables-save", "ip6tables-save"}
 
-// snapshotHost records what undo restores.
-func snapshotHost(dir string, removeDir bool, bridge string) *journal {
-	j := &journal{
+// Snapshot records what undo restores.
+func Snapshot(dir string, removeDir bool, bridge string) *Journal {
+	j := &Journal{
 		PID: os.Getpid(), Dir: dir, RemoveDir: removeDir, Bridge: bridge,
-		Sysctls: map[string]string{}, IPTables: map[string]string{}, Paths: map[string]*pathState{},
+		Sysctls: map[string]string{}, IPTables: map[string]string{}, Paths: map[string]*PathState{},
 	}
-	for _, s := range sysctls {
+	for _, s := range Sysctls {
 		if v, err := os.ReadFile(filepath.Join("/proc/sys", s)); err == nil {
 			j.Sysctls[s] = strings.TrimSpace(string(v))
 		}
 	}
-	for _, save := range iptablesSavers {
-		if out, ok := iptablesSave(save); ok {
+	for _, save := range IPTablesSavers {
+		if out, ok := IPTablesSave(save); ok {
 			j.IPTables[save] = out
 		}
 	}
-	for _, p := range hostPaths {
-		j.Paths[p] = statePath(p)
+	for _, p := range HostPaths {
+		j.Paths[p] = StatePath(p)
 	}
-	j.Mounts = mountPoints()
+	j.Mounts = MountPoints()
 	return j
 }
 
-func statePath(p string) *pathState {
-	st := &pathState{}
+// StatePath records whether p exists and, for a directory, its entries.
+func StatePath(p string) *PathState {
+	st := &PathState{}
 	if _, err := os.Lstat(p); err != nil {
 		return st
 	}
@@ -163,38 +189,40 @@ func statePath(p string) *pathState {
 	return st
 }
 
-func (j *journal) write() error {
+// Write puts the journal at JournalPath, atomically, before the node's first change.
+func (j *Journal) Write() error {
 	data, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := journalPath + ".tmp"
+	tmp := JournalPath + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, journalPath)
+	return os.Rename(tmp, JournalPath)
 }
 
-func readJournal() (*journal, error) {
-	data, err := os.ReadFile(journalPath)
+// ReadJournal reads the journal a node left at JournalPath (an fs.ErrNotExist error when none).
+func ReadJournal() (*Journal, error) {
+	data, err := os.ReadFile(JournalPath)
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{}
+	j := &Journal{}
 	if err := json.Unmarshal(data, j); err != nil {
-		return nil, fmt.Errorf("realnode: journal %s: %w", journalPath, err)
+		return nil, fmt.Errorf("realnode: journal %s: %w", JournalPath, err)
 	}
 	return j, nil
 }
 
-// undo returns the host to the journal's state. It runs after the node's daemons have
+// Undo returns the host to the journal's state. It runs after the node's daemons have
 // stopped, and again at the next Start when a test binary died without stopping its node.
 // Every step runs even if an earlier one failed: a partial undo is still less dirt.
-func (j *journal) undo() error {
+func (j *Journal) Undo() error {
 	var errs []error
 	killStrays(j.Dir)
 	errs = append(errs, unmountNew(j))
-	if j.Bridge != "" && linkExists(j.Bridge) {
+	if j.Bridge != "" && LinkExists(j.Bridge) {
 		if out, err := exec.Command("ip", "link", "del", j.Bridge).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", j.Bridge, err, out))
 		}
@@ -215,15 +243,15 @@ func (j *journal) undo() error {
 	if j.RemoveDir {
 		errs = append(errs, os.RemoveAll(j.Dir))
 	} else {
-		for _, sub := range stateDirs {
+		for _, sub := range StateDirs {
 			errs = append(errs, os.RemoveAll(filepath.Join(j.Dir, sub)))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// leftovers lists what undo could not restore; empty means the host is as it was.
-func (j *journal) leftovers() []string {
+// Leftovers lists what undo could not restore; empty means the host is as it was.
+func (j *Journal) Leftovers() []string {
 	var out []string
 	if pids := strays(j.Dir); len(pids) > 0 {
 		out = append(out, fmt.Sprintf("processes of %s: %v", j.Dir, pids))
@@ -231,11 +259,11 @@ func (j *journal) leftovers() []string {
 	for _, m := range newMounts(j) {
 		out = append(out, "mount "+m)
 	}
-	if j.Bridge != "" && linkExists(j.Bridge) {
+	if j.Bridge != "" && LinkExists(j.Bridge) {
 		out = append(out, "bridge "+j.Bridge)
 	}
 	for save, before := range j.IPTables {
-		if after, ok := iptablesSave(save); ok && normalizeIPTables(after) != normalizeIPTables(before) {
+		if after, ok := IPTablesSave(save); ok && NormalizeIPTables(after) != NormalizeIPTables(before) {
 			out = append(out, fmt.Sprintf("%s differs:\n%s", save, diffIPTables(before, after)))
 		}
 	}
@@ -244,10 +272,10 @@ func (j *journal) leftovers() []string {
 			out = append(out, fmt.Sprintf("sysctl %s=%s (was %s)", s, strings.TrimSpace(string(cur)), v))
 		}
 	}
-	for _, d := range kubepodsDirs() {
+	for _, d := range KubepodsDirs() {
 		out = append(out, "cgroup "+d)
 	}
-	for _, p := range hostPaths {
+	for _, p := range HostPaths {
 		if d := j.Paths[p].diff(p); d != "" {
 			out = append(out, d)
 		}
@@ -260,11 +288,11 @@ func (j *journal) leftovers() []string {
 
 // diff describes how p differs from the recorded state, "" if it does not. A shim socket
 // nobody listens on is counted; one a live containerd serves belongs to that containerd.
-func (st *pathState) diff(p string) string {
+func (st *PathState) diff(p string) string {
 	if st == nil {
 		return ""
 	}
-	now := statePath(p)
+	now := StatePath(p)
 	if !st.Existed {
 		if now.Existed {
 			return "created " + p
@@ -300,14 +328,14 @@ func ours(dir, entry string) bool {
 	return true
 }
 
-func (j *journal) cleanPaths() error {
+func (j *Journal) cleanPaths() error {
 	var errs []error
-	for _, p := range hostPaths {
+	for _, p := range HostPaths {
 		st := j.Paths[p]
 		if st == nil {
 			continue
 		}
-		now := statePath(p)
+		now := StatePath(p)
 		if !now.Existed {
 			continue
 		}
@@ -370,7 +398,7 @@ func killStrays(dir string) {
 		}
 		alive := 0
 		for pid := range killed {
-			if running(pid) {
+			if Running(pid) {
 				alive++
 			}
 		}
@@ -381,9 +409,9 @@ func killStrays(dir string) {
 	}
 }
 
-// running tells whether pid exists and has not exited: a zombie holds nothing but its pid
+// Running tells whether pid exists and has not exited: a zombie holds nothing but its pid
 // until its parent (init, for the orphans of a killed shim) reaps it.
-func running(pid int) bool {
+func Running(pid int) bool {
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return false
@@ -392,8 +420,19 @@ func running(pid int) bool {
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }
 
-// mountPoints lists the host's mount points, unescaped, in mount order.
-func mountPoints() []string {
+// MountPoints lists the host's mount points, unescaped, in mount order.
+func MountPoints() []string {
+	var out []string
+	for _, line := range mountInfo() {
+		if fields := strings.Fields(line); len(fields) > 4 {
+			out = append(out, unescapeMount(fields[4]))
+		}
+	}
+	return out
+}
+
+// mountInfo is /proc/self/mountinfo, a line per mount in mount order; nil if unreadable.
+func mountInfo() []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -403,10 +442,7 @@ func mountPoints() []string {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 {
-			out = append(out, unescapeMount(fields[4]))
-		}
+		out = append(out, sc.Text())
 	}
 	return out
 }
@@ -431,14 +467,14 @@ func unescapeMount(s string) string {
 
 // newMounts are mount points below the node's dir or a watched host path that were not
 // there before, deepest first so that each unmounts before its parent.
-func newMounts(j *journal) []string {
-	roots := append([]string{j.Dir}, hostPaths...)
+func newMounts(j *Journal) []string {
+	roots := append([]string{j.Dir}, HostPaths...)
 	before := map[string]int{}
 	for _, m := range j.Mounts {
 		before[m]++
 	}
 	var out []string
-	for _, m := range mountPoints() {
+	for _, m := range MountPoints() {
 		if before[m] > 0 {
 			before[m]--
 			continue
@@ -454,7 +490,7 @@ func newMounts(j *journal) []string {
 	return out
 }
 
-func unmountNew(j *journal) error {
+func unmountNew(j *Journal) error {
 	// Mounts can stack on one point; each pass removes the top one.
 	for range 5 {
 		ms := newMounts(j)
@@ -471,23 +507,16 @@ func unmountNew(j *journal) error {
 	return nil
 }
 
-func linkExists(name string) bool {
+// LinkExists tells whether a network device of that name exists.
+func LinkExists(name string) bool {
 	_, err := os.Stat(filepath.Join("/sys/class/net", name))
 	return err == nil
 }
 
-// cgroupHierarchies are the mounted cgroup trees: one per v1 controller set, or the v2 root.
-func cgroupHierarchies() []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+// CgroupHierarchies are the mounted cgroup trees: one per v1 controller set, or the v2 root.
+func CgroupHierarchies() []string {
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range mountInfo() {
 		_, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
@@ -503,10 +532,10 @@ func cgroupHierarchies() []string {
 	return out
 }
 
-// kubepodsDirs are the kubelet's QoS cgroup trees (cgroupfs driver, cgroup root "/").
-func kubepodsDirs() []string {
+// KubepodsDirs are the kubelet's QoS cgroup trees (cgroupfs driver, cgroup root "/").
+func KubepodsDirs() []string {
 	var out []string
-	for _, h := range cgroupHierarchies() {
+	for _, h := range CgroupHierarchies() {
 		d := filepath.Join(h, "kubepods")
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
 			out = append(out, d)
@@ -517,7 +546,7 @@ func kubepodsDirs() []string {
 
 func kubepodsPids() []int {
 	var pids []int
-	for _, d := range kubepodsDirs() {
+	for _, d := range KubepodsDirs() {
 		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
 			if err != nil || !e.IsDir() {
 				return nil
@@ -543,7 +572,7 @@ func removeKubepods() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var failed []string
-		for _, d := range kubepodsDirs() {
+		for _, d := range KubepodsDirs() {
 			var dirs []string
 			_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
 				if err == nil && e.IsDir() {
@@ -570,7 +599,8 @@ func removeKubepods() error {
 	}
 }
 
-func iptablesSave(save string) (string, bool) {
+// IPTablesSave runs save (iptables-save or ip6tables-save); false when it cannot.
+func IPTablesSave(save string) (string, bool) {
 	if _, err := exec.LookPath(save); err != nil {
 		return "", false
 	}
@@ -614,10 +644,10 @@ func parseIPTables(save string) *iptState {
 	return st
 }
 
-// normalizeIPTables drops what a run cannot help changing: counters, and tables the
+// NormalizeIPTables drops what a run cannot help changing: counters, and tables the
 // iptables-nft backend keeps once a chain was made in them, which hold nothing but empty
 // built-in chains that accept everything, the same as no table at all.
-func normalizeIPTables(save string) string {
+func NormalizeIPTables(save string) string {
 	st := parseIPTables(save)
 	var b strings.Builder
 	for _, t := range st.tables {
@@ -704,11 +734,11 @@ func diffIPTables(before, after string) string {
 	if s := undoScript(before, after); s != "" {
 		return "to undo:\n" + s
 	}
-	return "before:\n" + normalizeIPTables(before) + "after:\n" + normalizeIPTables(after)
+	return "before:\n" + NormalizeIPTables(before) + "after:\n" + NormalizeIPTables(after)
 }
 
 func restoreIPTables(save, before string) error {
-	after, ok := iptablesSave(save)
+	after, ok := IPTablesSave(save)
 	if !ok {
 		return nil
 	}
@@ -740,7 +770,7 @@ func dropNewTables(save, before string) error {
 	if strings.HasPrefix(save, "ip6") {
 		family = "ip6"
 	}
-	after, ok := iptablesSave(save)
+	after, ok := IPTablesSave(save)
 	if !ok {
 		return nil
 	}
@@ -756,3 +786,7 @@ func dropNewTables(save, before string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Drop lets the lock go as the death of the process does: the file stays, unlocked, and the
+// next Acquire takes it. Tests of recovery from a dead run use it.
+func (l *Lock) Drop() { _ = l.f.Close() }

@@ -1,0 +1,404 @@
+// Package report is the benchmark's result: docs/benchmarks.json, written by test/bench, and
+// docs/benchmarks.md, rendered from it here. It is a package of its own, not part of the
+// benchmark's test files, so that the page can be rendered again (and its rendering tested)
+// without running the benchmark: hack/benchreport does that.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+)
+
+// The control plane profiles of the sandbox (SANDBOX_PROFILE), as test/sandbox names them.
+const (
+	ProfileTuned = "tuned"
+	ProfileStock = "stock"
+)
+
+// OpenCapsName names the caps that never bind: the runs held against the floor.
+const OpenCapsName = "non-binding caps"
+
+// RateWindow is the window, in seconds, of the busiest-requests figure: the client's rate
+// limit allows its burst plus qps per second over it.
+const RateWindow = 10
+
+// StartupTaint is the taint the held-nodes scenario registers its nodes with.
+var StartupTaint = &plan.StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}
+
+// Config is the benchmark's scale, from the environment, so that a smaller
+// or a larger run needs no code change.
+type Config struct {
+	Nodes            int           `json:"nodes"`
+	Images           int           `json:"images"`
+	NewNodes         int           `json:"newNodes"`
+	HeldNodes        int           `json:"heldNodes"`
+	FastPulls        int           `json:"fastPulls"`
+	FastNodes        int           `json:"fastNodes"`
+	FastRuns         int           `json:"fastRuns"`
+	PullDelay        time.Duration `json:"pullDelayNanos"`
+	RefreshCaches    int           `json:"refreshCaches"`
+	RefreshCycles    int           `json:"refreshCycles"`
+	RefreshEvery     time.Duration `json:"refreshEveryNanos"`
+	Deadline         time.Duration `json:"deadlineNanos"`
+	FastDeadline     time.Duration `json:"fastDeadlineNanos"`
+	FloorParallelism int           `json:"floorParallelism"`
+	PhaseTimeout     time.Duration `json:"phaseTimeoutNanos"`
+	Scenarios        []int         `json:"scenarios"`
+	// Profile is the sandbox's control plane (SANDBOX_PROFILE): stock or tuned.
+	Profile string `json:"profile"`
+}
+
+// Caps are the controller's pacing and client limits for one run.
+type Caps struct {
+	Name           string `json:"name"`
+	MaxJobs        int    `json:"maxConcurrentJobs"`
+	MaxJobsPerNode int    `json:"maxConcurrentJobsPerNode"`
+	QPS            int    `json:"kubeAPIQPS"`
+	Burst          int    `json:"kubeAPIBurst"`
+}
+
+// FloorResult is what the control plane alone takes for the same pulls:
+// one bare Job per (image, node), created by the benchmark as fast as the
+// API server accepts them, with the very pod the controller would run. Our
+// times are reported as ratios to it, since absolute times drift with the
+// Machine's load.
+type FloorResult struct {
+	Jobs int `json:"jobs"`
+	// Seconds runs from the first create to the last Job finished.
+	Seconds          float64    `json:"seconds"`
+	CreateSeconds    float64    `json:"createSeconds"`
+	CreatesPerSecond float64    `json:"createsPerSecond"`
+	CreateRetries    int64      `json:"createRetries"`
+	Observed         JobFigures `json:"observed"`
+	CPU              CPUDelta   `json:"cpu"`
+	CleanupSeconds   float64    `json:"cleanupSeconds"`
+}
+
+// Scenario 5: HeldNodes nodes join a cluster whose cache is complete, each
+// registered with the startup taint, and the controller holds each until
+// its images are pulled. What a node costs is its hold: the time from its
+// creation to its release, during which it is paid for and runs nothing.
+type HeldResult struct {
+	Run              RunInfo `json:"run"`
+	ClusterNodes     int     `json:"clusterNodes"`
+	HeldNodes        int     `json:"heldNodes"`
+	Images           int     `json:"images"`
+	Pairs            int     `json:"pairs"`
+	PullDelaySeconds float64 `json:"pullDelaySeconds"`
+	// Per node, from when the benchmark's watch first saw it (its
+	// creation) to when it saw it without the taint: median, 90th
+	// percentile and max over the nodes released.
+	HoldMedian float64 `json:"holdMedianSeconds"`
+	HoldP90    float64 `json:"holdP90Seconds"`
+	HoldMax    float64 `json:"holdMaxSeconds"`
+	// The same from when each node was seen Ready, as scenario 2 counts.
+	HoldAfterReadyMedian float64 `json:"holdAfterReadyMedianSeconds"`
+	HoldAfterReadyMax    float64 `json:"holdAfterReadyMaxSeconds"`
+	// ReleaseAfterPulled is, per node, from the last of its pull Jobs
+	// seen finished to its release: what the release itself adds to the
+	// pulls (median, max).
+	ReleaseAfterPulledMedian float64 `json:"releaseAfterPulledMedianSeconds"`
+	ReleaseAfterPulledMax    float64 `json:"releaseAfterPulledMaxSeconds"`
+	// AllReleasedSeconds runs from the create of the first node to the
+	// release of the last.
+	AllReleasedSeconds float64 `json:"allReleasedSeconds"`
+	// ReleasedBy counts the releases by reason, from the controller's
+	// kubefledged_node_startup_taint_hold_seconds histogram; HistogramMean
+	// is its mean over this scenario's releases.
+	ReleasedBy           map[string]int `json:"releasedBy"`
+	HistogramMeanSeconds float64        `json:"histogramMeanSeconds"`
+	// NodesNotReleased are held nodes still tainted at the end.
+	NodesNotReleased []string `json:"nodesNotReleased,omitempty"`
+	Phase            *Phase   `json:"phase"`
+}
+
+// Phase is one measured run of the controller.
+type Phase struct {
+	Name  string `json:"name"`
+	Caps  Caps   `json:"caps"`
+	Pairs int    `json:"pairs"`
+	// Seconds runs from the cache's creation (scenario 2: from the new
+	// nodes being Ready) to its final status, as seen through a watch.
+	Seconds      float64 `json:"seconds"`
+	RatioToFloor float64 `json:"ratioToFloor,omitempty"`
+	// Where the time went, from the same start: the first Job created, the
+	// last Job created, the last Job seen finished. What follows the last
+	// Job (TailSeconds) is the controller's alone: seeing the result,
+	// deleting the Jobs, writing the final status.
+	FirstJobSeconds float64        `json:"firstJobSeconds"`
+	LastJobSeconds  float64        `json:"lastJobCreatedSeconds"`
+	LastDoneSeconds float64        `json:"lastJobFinishedSeconds"`
+	TailSeconds     float64        `json:"tailSeconds"`
+	Status          *StatusFigures `json:"finalStatus,omitempty"`
+	Jobs            JobFigures     `json:"jobs"`
+	// Requests are counted by the proxy in front of the controller.
+	Requests RequestDelta `json:"requests"`
+	// ClientGo is rest_client_requests_total from the controller's metrics
+	// endpoint, by method and code; Metrics the kubefledged_* series.
+	ClientGo             map[string]float64 `json:"clientGoRequests"`
+	Metrics              map[string]float64 `json:"kubefledgedMetrics"`
+	CPU                  CPUDelta           `json:"cpu"`
+	ControllerCPUSeconds float64            `json:"controllerCPUSeconds"`
+	// ControllerPeakRSSMiB is VmHWM of the controller's process, which
+	// started just before the run.
+	ControllerPeakRSSMiB float64 `json:"controllerPeakRSSMiB"`
+	// What the RSS was made of: at the start of the run, and at its end in
+	// anonymous memory, file-backed pages (the binary) and Go heap in use.
+	ControllerStartRSSMiB     float64 `json:"controllerStartRSSMiB"`
+	ControllerEndAnonMiB      float64 `json:"controllerEndRSSAnonMiB"`
+	ControllerEndFileMiB      float64 `json:"controllerEndRSSFileMiB"`
+	ControllerEndHeapInuseMiB float64 `json:"controllerEndGoHeapInuseMiB"`
+	// JobWritesPerPair counts every create, update, patch and delete the
+	// controller sent for Jobs (a deletecollection counts once).
+	JobWritesPerPair float64 `json:"jobWritesPerPair"`
+	// StatusWrites are the controller's writes to the cache during the
+	// operation, start and final status included.
+	StatusWrites              int     `json:"statusWrites"`
+	StatusWritesPerSecond     float64 `json:"statusWritesPerSecond"`
+	StatusWritesPeakPerSecond int     `json:"statusWritesPeakPerSecond"`
+	CleanupSeconds            float64 `json:"cleanupSeconds"`
+	Profile                   string  `json:"profile,omitempty"`
+}
+
+type StatusFigures struct {
+	Status          string          `json:"status"`
+	Reason          string          `json:"reason"`
+	Progress        string          `json:"progress"`
+	Counts          v1alpha2.Counts `json:"counts"`
+	FailedImages    int             `json:"failedImages"`
+	FailuresOmitted int32           `json:"failuresOmitted"`
+}
+
+// JobFigures is what a Phase's Jobs looked like from the API server.
+type JobFigures struct {
+	Created           int `json:"created"`
+	Succeeded         int `json:"succeeded"`
+	Failed            int `json:"failed"`
+	DeletedUnfinished int `json:"deletedUnfinished"`
+	PeakInFlight      int `json:"peakInFlight"`
+	PeakInFlightNode  int `json:"peakInFlightPerNode"`
+	// Pairs and PairsDone are the pulls in the Jobs created and finished.
+	Pairs     int `json:"pairs"`
+	PairsDone int `json:"pairsDone"`
+}
+
+// CPUDelta is where the CPU went during a Phase, in CPU seconds.
+type CPUDelta struct {
+	Seconds   float64            `json:"wallSeconds"`
+	ByProcess map[string]float64 `json:"cpuSecondsByProcess"`
+	// MachineBusy is the whole Machine's busy CPU seconds; Others is what
+	// neither the sandbox, the controller nor the benchmark used: the other
+	// work on the Machine.
+	MachineBusy float64 `json:"machineBusyCPUSeconds"`
+	Others      float64 `json:"otherWorkCPUSeconds"`
+	Cores       float64 `json:"coreSeconds"`
+}
+
+// RequestDelta is what the controller sent between two snapshots.
+type RequestDelta struct {
+	// ByVerbResource counts requests as "verb resource", e.g. "create jobs".
+	ByVerbResource map[string]int `json:"byVerbResource"`
+	// Codes counts the answers to every request but watches.
+	Codes map[string]int `json:"codes"`
+	Total int            `json:"total"`
+	// PeakPerSecond is the most requests that arrived within one wall-clock
+	// second; MeanPerSecond is the total over the Phase's duration.
+	PeakPerSecond int     `json:"peakPerSecond"`
+	MeanPerSecond float64 `json:"meanPerSecond"`
+	// PeakWindowPerSecond is the mean rate over the busiest RateWindow
+	// seconds: a client-side token bucket of rate q and burst b admits at
+	// most b + q*W requests in any W seconds, so this is what can be held
+	// against --kube-api-qps and --kube-api-burst.
+	PeakWindowPerSecond float64 `json:"peakPerSecondOver10s"`
+}
+
+// Scenario 1: a cold cache of Images images on every one of Nodes nodes,
+// with Caps that cannot bind and with the defaults.
+type ColdResult struct {
+	Run    RunInfo      `json:"run"`
+	Nodes  int          `json:"nodes"`
+	Images int          `json:"images"`
+	Pairs  int          `json:"pairs"`
+	Floor  *FloorResult `json:"floor"`
+	Runs   []*Phase     `json:"runs"`
+}
+
+// Scenario 2: NewNodes nodes join a cluster whose cache is complete.
+type NewNodesResult struct {
+	Run          RunInfo      `json:"run"`
+	ClusterNodes int          `json:"clusterNodes"`
+	NewNodes     int          `json:"newNodes"`
+	Images       int          `json:"images"`
+	Pairs        int          `json:"pairs"`
+	Floor        *FloorResult `json:"floor"`
+	// Phase.Seconds counts from the last new node Ready to the final status.
+	Phase *Phase `json:"phase"`
+	// SecondsFromCreate counts from the first node create instead.
+	SecondsFromCreate float64 `json:"secondsFromCreate"`
+	// Per new node, from when it was seen Ready: its first Job created, its
+	// last Job created, its last Job finished (max and median over nodes).
+	FirstJobAfterReadyMax    float64 `json:"firstJobAfterReadyMaxSeconds"`
+	FirstJobAfterReadyMedian float64 `json:"firstJobAfterReadyMedianSeconds"`
+	AllStartedAfterReadyMax  float64 `json:"allJobsStartedAfterReadyMaxSeconds"`
+	AllPulledAfterReadyMax   float64 `json:"allPulledAfterReadyMaxSeconds"`
+	PullDelaySeconds         float64 `json:"pullDelaySeconds"`
+	JobsOnOtherNodes         int     `json:"jobsOnOtherNodes"`
+	Operations               int     `json:"operations"`
+	// NodesNotPulled are new nodes that did not get every image.
+	NodesNotPulled []string `json:"nodesNotPulled,omitempty"`
+}
+
+// Scenario 3: periodic refresh of complete caches on nodes that Report
+// every image.
+type RefreshResult struct {
+	Run                 RunInfo      `json:"run"`
+	Caches              int          `json:"caches"`
+	Nodes               int          `json:"nodes"`
+	Images              int          `json:"images"`
+	RefreshEverySeconds float64      `json:"refreshEverySeconds"`
+	Refreshes           int          `json:"refreshes"`
+	JobsCreated         int          `json:"jobsCreated"`
+	WindowSeconds       float64      `json:"windowSeconds"`
+	Requests            RequestDelta `json:"requests"`
+	WritesPerRefresh    float64      `json:"writesPerRefresh"`
+	RequestsPerRefresh  float64      `json:"requestsPerRefresh"`
+	// FinalStatuses counts the refreshes' final statuses.
+	FinalStatuses        map[string]int `json:"finalStatuses"`
+	AllPresent           bool           `json:"allReportedAlreadyPresent"`
+	ControllerCPUSeconds float64        `json:"controllerCPUSeconds"`
+	CPU                  CPUDelta       `json:"cpu"`
+}
+
+// Scenario 4: pulls whose pods finish within milliseconds (no pull delay).
+type FastResult struct {
+	Run    RunInfo      `json:"run"`
+	Nodes  int          `json:"nodes"`
+	Images int          `json:"images"`
+	Pulls  int          `json:"pulls"`
+	Floor  *FloorResult `json:"floor"`
+	Runs   []*FastRun   `json:"runs"`
+	Exact  bool         `json:"exactEveryRun"`
+}
+
+// The Phase is embedded by value: encoding/json cannot allocate an
+// embedded pointer to an unexported type when BENCH_MERGE reads a Report.
+type FastRun struct {
+	Phase
+	Exact    bool     `json:"exact"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Report is docs/benchmarks.json; docs/benchmarks.md renders it.
+type Report struct {
+	Generated       string  `json:"generated"`
+	DurationMinutes float64 `json:"durationMinutes"`
+	Machine         Machine `json:"machine"`
+	Config          Config  `json:"config"`
+	Scenarios       struct {
+		ColdCache     *ColdResult     `json:"coldCache,omitempty"`
+		NewNodes      *NewNodesResult `json:"newNodes,omitempty"`
+		SteadyRefresh *RefreshResult  `json:"steadyRefresh,omitempty"`
+		FastPods      *FastResult     `json:"fastPods,omitempty"`
+		HeldNodes     *HeldResult     `json:"heldNodes,omitempty"`
+	} `json:"scenarios"`
+	Targets []Target `json:"targets"`
+	// Profiles are `go tool pprof -top` of the controller during scenario 1.
+	Profiles map[string]string `json:"profiles,omitempty"`
+	Errors   []string          `json:"errors,omitempty"`
+}
+
+type Machine struct {
+	CPUs         int     `json:"cpus"`
+	MemoryGiB    float64 `json:"memoryGiB"`
+	Go           string  `json:"go"`
+	Kubernetes   string  `json:"kubernetes"`
+	Kwok         string  `json:"kwok"`
+	Kernel       string  `json:"kernel"`
+	LoadAvgStart string  `json:"loadAvgStart"`
+	LoadAvgEnd   string  `json:"loadAvgEnd"`
+}
+
+// Target is one line of the issue's targets, held against a figure.
+type Target struct {
+	Scenario string `json:"scenario"`
+	Figure   string `json:"figure"`
+	Value    string `json:"value"`
+	Target   string `json:"target"`
+	// Pass is empty when the figure has no numeric Target.
+	Pass string `json:"pass"`
+}
+
+// RunInfo says when and at what scale a scenario ran: scenarios may come
+// from different runs (BENCH_MERGE), each with its floor from its own run.
+type RunInfo struct {
+	Started string `json:"started"`
+	LoadAvg string `json:"loadAvgAtStart"`
+	Config  Config `json:"config"`
+}
+
+// md accumulates markdown.
+type md struct{ strings.Builder }
+
+// Paths of the report in the repository.
+var (
+	JSONPath   = filepath.Join("docs", "benchmarks.json")
+	PagePath   = filepath.Join("docs", "benchmarks.md")
+	LimitsPath = filepath.Join("test", "bench", "limits.md")
+)
+
+// Read reads a report as the benchmark wrote it.
+func Read(file string) (*Report, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{}
+	if err := json.Unmarshal(raw, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return r, nil
+}
+
+// WriteJSON writes the report's JSON into the repository at root: what the benchmark
+// measured, from which Render writes the page.
+func (r *Report) WriteJSON(root string) error {
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(root, JSONPath), append(raw, '\n'), 0o644)
+}
+
+// Write writes the report's JSON and its page into the repository at root. The page takes
+// the known limits (LimitsPath) as they stand, if the file is there.
+func (r *Report) Write(root string) error {
+	if err := r.WriteJSON(root); err != nil {
+		return err
+	}
+	limits, err := os.ReadFile(filepath.Join(root, LimitsPath))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return os.WriteFile(filepath.Join(root, PagePath), []byte(r.Markdown(limits)), 0o644)
+}
+
+// Render writes the page (and the targets in the JSON) again from the JSON at root, e.g.
+// after an edit of the limits or of a target, without a run of an hour. The targets follow
+// from the figures: a target changed since the run applies to them as they stand.
+func Render(root string) error {
+	r, err := Read(filepath.Join(root, JSONPath))
+	if err != nil {
+		return err
+	}
+	r.Targets = r.EvalTargets()
+	return r.Write(root)
+}
