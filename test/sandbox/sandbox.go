@@ -276,7 +276,6 @@ func resolveBinDir(dir string) (string, error) {
 }
 
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
-func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
 
 // Config returns a copy of the admin (system:masters) config. Its rate limits are high so
 // that tests creating hundreds of objects measure the code under test, not client-go's
