@@ -18,7 +18,8 @@ KUBECTL = $(LOCALBIN)/kubectl
 TEST_TIMEOUT ?= 30m
 FUZZTIME ?= 10s
 # Files written by generators; 'verify' regenerates them and fails on any difference.
-GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/kubefledged/crds test/golden/testdata
+GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/kubefledged/crds test/golden/testdata \
+	config/rbac/role.yaml config/rbac/leader_election_role.yaml
 
 # Pinned tool versions. Every tool is built from the Go module proxy into bin/
 # once and reused: a cold build takes many minutes, so nothing is rebuilt when
@@ -45,13 +46,16 @@ help: ## Show the targets.
 generate: $(LOCALBIN)/controller-gen ## Generate deepcopy code.
 	$(LOCALBIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
+# The operator's RBAC is derived from the chart's (hack/gen-rbac says how):
+# `make bundle` then copies it into the CSV.
 .PHONY: manifests
-manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the chart's crds/).
+manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the chart's crds/) and the operator's RBAC (config/rbac).
 	$(LOCALBIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	mkdir -p helm-charts/kubefledged/crds
 	cp config/crd/bases/kubefledged.io_imagecaches.yaml helm-charts/kubefledged/crds/
 	go run ./hack/gen-kubefledged-crd -schema helm-charts/kubefledged/values.schema.json \
 		-out config/crd/bases/charts.helm.kubefledged.io_kubefledgeds.yaml
+	go run ./hack/gen-rbac -out config/rbac
 
 .PHONY: verify
 verify: ## Fail when generated files drift from their sources.
