@@ -18,13 +18,17 @@ KUBECTL = $(LOCALBIN)/kubectl
 TEST_TIMEOUT ?= 30m
 FUZZTIME ?= 10s
 # Files written by generators; 'verify' regenerates them and fails on any difference.
-GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/kubefledged/crds test/golden/testdata
+GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/kubefledged/crds test/golden/testdata \
+	config/rbac/role.yaml config/rbac/leader_election_role.yaml
 
 # Pinned tool versions. Every tool is built from the Go module proxy into bin/
 # once and reused: a cold build takes many minutes, so nothing is rebuilt when
-# its binary is there. kwok, controller-gen and kustomize carry their version
-# in their file name (versioned-tool below), so bumping one here rebuilds it.
+# its binary is there. Each carries its version in its file name
+# (versioned-link below), so bumping one here rebuilds it. Those built from a
+# wrapper module in hack/tools build what its go.mod pins: the variable names
+# the file, and `make verify` fails when the two disagree (TOOL_MODULES).
 KUBE_VERSION ?= v1.35.4
+ETCD_VERSION ?= v3.6.16
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KWOK_VERSION ?= v0.8.0
 CONTROLLER_GEN_VERSION ?= v0.20.1
@@ -45,13 +49,16 @@ help: ## Show the targets.
 generate: $(LOCALBIN)/controller-gen ## Generate deepcopy code.
 	$(LOCALBIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
+# The operator's RBAC is derived from the chart's (hack/gen-rbac says how):
+# `make bundle` then copies it into the CSV.
 .PHONY: manifests
-manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the chart's crds/).
+manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the chart's crds/) and the operator's RBAC (config/rbac).
 	$(LOCALBIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	mkdir -p helm-charts/kubefledged/crds
 	cp config/crd/bases/kubefledged.io_imagecaches.yaml helm-charts/kubefledged/crds/
 	go run ./hack/gen-kubefledged-crd -schema helm-charts/kubefledged/values.schema.json \
 		-out config/crd/bases/charts.helm.kubefledged.io_kubefledgeds.yaml
+	go run ./hack/gen-rbac -out config/rbac
 
 .PHONY: verify
 verify: ## Fail when generated files drift from their sources.
@@ -69,6 +76,7 @@ verify: ## Fail when generated files drift from their sources.
 	@echo "the chart's roles, config/rbac and the CSV's permissions agree"
 	@cd test/monitoring && go mod tidy -diff >/dev/null 2>&1 || { echo "test/monitoring/go.mod is not tidy (cd test/monitoring && go mod tidy):"; go mod tidy -diff; exit 1; }
 	@echo "test/monitoring's go.mod and go.sum are tidy"
+	@$(MAKE) -s tool-versions-verify
 	@$(MAKE) -s bundle-verify
 
 # The chart's renderings for each test/golden/testdata/*.values.yaml, which
@@ -197,38 +205,63 @@ uninstall: ## Remove the CRDs.
 
 ##@ Tools
 
-KUBE_BINS := $(addprefix $(LOCALBIN)/,kube-apiserver kube-controller-manager kube-scheduler kubectl)
-
-.PHONY: tools
-tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
-
-$(KUBE_BINS) &:
-	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/ \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-
-$(LOCALBIN)/etcd:
-	mkdir -p $(LOCALBIN)
-	cd hack/tools/etcd && go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/etcd .
+# versioned-link NAME, VERSION: bin/NAME, a symlink to bin/NAME-VERSION,
+# which a rule of its own builds. The version is in the file's name, so a
+# bumped VERSION names a file that is not there yet and is built, while an
+# unchanged one is found and reused. The symlink is checked at every run
+# (phony), not by time: going back to a version built before must point it
+# at that file again, though that file is the older one. Scripts and tests
+# keep calling bin/NAME.
+define versioned-link
+.PHONY: $(LOCALBIN)/$(1)
+$(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
+	@[ "$$$$(readlink $$@)" = "$(1)-$(2)" ] || { echo "bin/$(1) -> $(1)-$(2)"; ln -sfn $(1)-$(2) $$@; }
+endef
 
 # versioned-tool NAME, VERSION, PACKAGE, FLAGS: `go install PACKAGE@VERSION`
-# into bin/NAME-VERSION, and bin/NAME a symlink to it. The version is in the
-# file's name, so a bumped VERSION names a file that is not there yet and is
-# built, while an unchanged one is found and reused. The symlink is checked
-# at every run (phony), not by time: going back to a version built before
-# must point it at that file again, though that file is the older one.
-# Scripts and tests keep calling bin/NAME.
+# into bin/NAME-VERSION, linked as bin/NAME.
 define versioned-tool
 $(LOCALBIN)/$(1)-$(2):
 	rm -rf $(LOCALBIN)/.install-$(1) && mkdir -p $(LOCALBIN)/.install-$(1)
 	GOBIN=$(LOCALBIN)/.install-$(1) go install $(4) $(3)@$(2)
 	mv $(LOCALBIN)/.install-$(1)/$(1) $$@ && rm -rf $(LOCALBIN)/.install-$(1)
-
-.PHONY: $(LOCALBIN)/$(1)
-$(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
-	@[ "$$$$(readlink $$@)" = "$(1)-$(2)" ] || { echo "bin/$(1) -> $(1)-$(2)"; ln -sfn $(1)-$(2) $$@; }
+$(call versioned-link,$(1),$(2))
 endef
+
+# TOOL_MODULES: VARIABLE:DIR:MODULE for each tool built from the wrapper
+# module hack/tools/DIR, whose go.mod pins MODULE at what VARIABLE must say
+# (hack/olm.mk adds its own).
+TOOL_MODULES = KUBE_VERSION:kube:k8s.io/kubernetes ETCD_VERSION:etcd:go.etcd.io/etcd/server/v3
+
+# check-tool-version VARIABLE, DIR, MODULE: a shell command that fails when
+# hack/tools/DIR/go.mod pins MODULE at another version than VARIABLE.
+check-tool-version = want=$$(awk -v m='$(3)' '/^[ \t]*\/\// {next} {for (i = 1; i < NF; i++) if ($$i == m && $$(i+1) ~ /^v[0-9]/) {print $$(i+1); exit}}' hack/tools/$(2)/go.mod); \
+	[ "$$want" = "$($(1))" ] || { echo "$(1) is $($(1)) but hack/tools/$(2)/go.mod pins $(3) at $$want: change both"; exit 1; };
+
+.PHONY: tool-versions-verify
+tool-versions-verify: ## Fail when a tool's version variable differs from what its hack/tools module's go.mod pins.
+	@$(foreach t,$(TOOL_MODULES),$(call check-tool-version,$(word 1,$(subst :, ,$(t))),$(word 2,$(subst :, ,$(t))),$(word 3,$(subst :, ,$(t)))))
+	@echo "the tools' version variables match hack/tools/*/go.mod"
+
+KUBE_CMDS := kube-apiserver kube-controller-manager kube-scheduler kubectl
+KUBE_BINS := $(addprefix $(LOCALBIN)/,$(KUBE_CMDS))
+
+.PHONY: tools
+tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
+
+# One build for the four, which share most of their packages.
+$(foreach c,$(KUBE_CMDS),$(LOCALBIN)/$(c)-$(KUBE_VERSION)) &:
+	rm -rf $(LOCALBIN)/.build-kube && mkdir -p $(LOCALBIN)/.build-kube
+	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/.build-kube/ \
+		$(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS))
+	for c in $(KUBE_CMDS); do mv $(LOCALBIN)/.build-kube/$$c $(LOCALBIN)/$$c-$(KUBE_VERSION); done
+	rm -rf $(LOCALBIN)/.build-kube
+$(foreach c,$(KUBE_CMDS),$(eval $(call versioned-link,$(c),$(KUBE_VERSION))))
+
+$(LOCALBIN)/etcd-$(ETCD_VERSION):
+	mkdir -p $(LOCALBIN)
+	cd hack/tools/etcd && go build -trimpath -ldflags='-s -w' -o $@ .
+$(eval $(call versioned-link,etcd,$(ETCD_VERSION)))
 
 $(eval $(call versioned-tool,kwok,$(KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok,-trimpath -ldflags='-s -w'))
 $(eval $(call versioned-tool,controller-gen,$(CONTROLLER_GEN_VERSION),sigs.k8s.io/controller-tools/cmd/controller-gen))

@@ -99,10 +99,12 @@ undeploy: $(KUSTOMIZE) ## Remove what deploy installed, KubeFledged releases fir
 # The Go module proxy refuses operator-sdk's version list, so `go install
 # ...@version` fails: hack/tools/operator-sdk pins it. The openpgp tag avoids
 # the gpgme C library. Cold: about 6-10 minutes on 2 cores.
-$(OPERATOR_SDK):
+TOOL_MODULES += OPERATOR_SDK_VERSION:operator-sdk:github.com/operator-framework/operator-sdk
+$(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION):
 	mkdir -p $(LOCALBIN)
 	cd hack/tools/operator-sdk && go build -trimpath -tags containers_image_openpgp \
-		-ldflags="-s -w $(OPERATOR_SDK_LDFLAGS)" -o $(OPERATOR_SDK) github.com/operator-framework/operator-sdk/cmd/operator-sdk
+		-ldflags="-s -w $(OPERATOR_SDK_LDFLAGS)" -o $@ github.com/operator-framework/operator-sdk/cmd/operator-sdk
+$(eval $(call versioned-link,operator-sdk,$(OPERATOR_SDK_VERSION)))
 
 .PHONY: olm-tools
 olm-tools: $(OPERATOR_SDK) $(KUSTOMIZE) ## Build operator-sdk and kustomize into bin/.
@@ -124,27 +126,31 @@ OLM_TOOLS_DIR = hack/tools/olm
 OLM_TOOLS_BUILD = cd $(OLM_TOOLS_DIR) && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp,netgo,osusergo
 OLM_VERSION_LDFLAGS = -X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=$(OLM_VERSION)
 OPM ?= $(LOCALBIN)/opm
+TOOL_MODULES += OLM_VERSION:olm:github.com/operator-framework/operator-lifecycle-manager \
+	OPM_VERSION:olm:github.com/operator-framework/operator-registry \
+	GRPC_HEALTH_PROBE_VERSION:olm:github.com/grpc-ecosystem/grpc-health-probe
 
-$(OPM):
+$(LOCALBIN)/opm-$(OPM_VERSION):
 	mkdir -p $(LOCALBIN)
 	$(OLM_TOOLS_BUILD) -ldflags='-s -w -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)' \
 		-o $@ github.com/operator-framework/operator-registry/cmd/opm
+$(eval $(call versioned-link,opm,$(OPM_VERSION)))
 
-$(LOCALBIN)/olm:
+# olm, catalog and cpb: OLM_BINS NAME:PACKAGE (under OLM's module), each
+# stamped with OLM's version.
+OLM_BINS = olm:cmd/olm catalog:cmd/catalog cpb:util/cpb
+define olm-bin
+$(LOCALBIN)/$(1)-$(OLM_VERSION):
 	mkdir -p $(LOCALBIN)
-	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS)' -o $@ github.com/operator-framework/operator-lifecycle-manager/cmd/olm
+	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS)' -o $$@ github.com/operator-framework/operator-lifecycle-manager/$(2)
+$(call versioned-link,$(1),$(OLM_VERSION))
+endef
+$(foreach b,$(OLM_BINS),$(eval $(call olm-bin,$(word 1,$(subst :, ,$(b))),$(word 2,$(subst :, ,$(b))))))
 
-$(LOCALBIN)/catalog:
-	mkdir -p $(LOCALBIN)
-	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS)' -o $@ github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
-
-$(LOCALBIN)/cpb:
-	mkdir -p $(LOCALBIN)
-	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS)' -o $@ github.com/operator-framework/operator-lifecycle-manager/util/cpb
-
-$(LOCALBIN)/grpc_health_probe:
+$(LOCALBIN)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION):
 	mkdir -p $(LOCALBIN)
 	$(OLM_TOOLS_BUILD) -ldflags='-s -w' -o $@ github.com/grpc-ecosystem/grpc-health-probe
+$(eval $(call versioned-link,grpc_health_probe,$(GRPC_HEALTH_PROBE_VERSION)))
 
 .PHONY: opm
 opm: $(OPM) ## Build opm (operator-registry, pinned in hack/tools/olm) into bin/.

@@ -6,18 +6,20 @@
 # control plane: the node must report the cluster's version, not v0.0.0-master. Keep
 # it pinned with the control plane: 1.35 still runs on this machine's cgroup v1 when
 # told to (failCgroupV1: false), which later kubelets may not.
-$(LOCALBIN)/kubelet:
+$(LOCALBIN)/kubelet-$(KUBE_VERSION):
 	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/kubelet \
+	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
 		k8s.io/kubernetes/cmd/kubelet
+$(eval $(call versioned-link,kubelet,$(KUBE_VERSION)))
 
 # kube-proxy for the real node, so that its pods reach Services (the API
 # server's `kubernetes` Service above all) as on any cluster. Same module, same
 # version stamps and the same pin as the kubelet beside it.
-$(LOCALBIN)/kube-proxy:
+$(LOCALBIN)/kube-proxy-$(KUBE_VERSION):
 	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/kube-proxy \
+	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
 		k8s.io/kubernetes/cmd/kube-proxy
+$(eval $(call versioned-link,kube-proxy,$(KUBE_VERSION)))
 
 .PHONY: realnode-deps
 realnode-deps: ## Install the real node's Debian packages (containerd, CNI plugins, iptables, iproute2, nftables) when missing.
