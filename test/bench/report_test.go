@@ -142,5 +142,8 @@ func (r *benchRun) merge(root string) error {
 	if !r.Config.Runs(5) {
 		s.HeldNodes = ps.HeldNodes
 	}
+	if !r.Config.Runs(6) {
+		s.WarmRefresh = ps.WarmRefresh
+	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
 func (c Config) Runs(s int) bool {
@@ -191,7 +193,25 @@ func (r *Report) EvalTargets() []Target {
 				passFail(h.HoldAfterReadyMax <= limit))
 		}
 	}
+	if w := r.Scenarios.WarmRefresh; w != nil && w.Phase != nil {
+		add("6", "API writes per (image, node) in a warm refresh",
+			fmt.Sprintf("%.3f (%d writes, %d pairs)", w.WritesPerPair, w.Phase.Requests.Writes(), w.Pairs), "(reported)", "")
+		add("6", "images re-checked per node equals the images not in node status",
+			fmt.Sprintf("%d of %d nodes (%d re-checked, %d not in node status)", w.Nodes-len(w.NodesMismatched), w.Nodes, w.RecheckedPairs, w.UnreportedPairs),
+			"every node", passFail(len(w.NodesMismatched) == 0 && w.RecheckedPairs == w.UnreportedPairs))
+		found := warmFound(w)
+		add("6", "re-checks that found the image (pull succeeded; none failed)", fmt.Sprintf("%d of %d", found, w.UnreportedPairs), "all",
+			passFail(found == w.UnreportedPairs && w.Phase.Jobs.Failed == 0 && w.Phase.Status != nil &&
+				w.Phase.Status.Counts.Failed == 0 && int(w.Phase.Status.Counts.AlreadyPresent) == w.ReportedPairs))
+	}
 	return out
+}
+
+// warmFound is how many of a warm refresh's re-checks found the image on the node: the
+// pulls the controller counted succeeded (kubefledged_image_pulls_total), each one pod of a
+// pull Job that started its container.
+func warmFound(w *WarmResult) int {
+	return int(w.Phase.Metrics[`kubefledged_image_pulls_total{result="succeeded"}`])
 }
 
 func (ri RunInfo) describe(m *md, what string) {
@@ -345,6 +365,27 @@ func (r *Report) Markdown(limits []byte) string {
 			r.phaseTable(&m, nil, []*Phase{s.Phase})
 		}
 	}
+	if s := r.Scenarios.WarmRefresh; s != nil {
+		m.p("## Scenario 6: warm refresh of %d nodes × %d images, node status cut at 50 images (%d pairs)", s.Nodes, s.Images, s.Pairs)
+		m.p("")
+		s.Run.describe(&m, fmt.Sprintf("no pull delay (the images are on the nodes), default caps, node i holds i mod %d other, larger images", s.OtherImagesMax+1))
+		if s.Phase != nil {
+			st := StatusFigures{}
+			if s.Phase.Status != nil {
+				st = *s.Phase.Status
+			}
+			m.table([]string{"figure", "value"}, [][]string{
+				{"cached pairs the node status lists; leaves out", fmt.Sprintf("%d; %d", s.ReportedPairs, s.UnreportedPairs)},
+				{"nodes by cached images left out of their status", byCount(s.NodesByUnreported)},
+				{"time from the refresh request to final status", f1(s.Phase.Seconds) + " s"},
+				{"pulls re-checked (in the refresh's Jobs); most on one node", fmt.Sprintf("%d; %d", s.RecheckedPairs, s.RecheckedMaxPerNode)},
+				{"nodes whose re-checks differ from the images left out", notPulled(s.NodesMismatched)},
+				{"final status: already present; succeeded; failed", fmt.Sprintf("%s: %d; %d; %d", st.Status, st.Counts.AlreadyPresent, st.Counts.Succeeded, st.Counts.Failed)},
+				{"API writes per (image, node); requests per (image, node)", fmt.Sprintf("%.3f; %.3f", s.WritesPerPair, s.RequestsPerPair)},
+			})
+			r.phaseTable(&m, nil, []*Phase{s.Phase})
+		}
+	}
 	if len(r.Profiles) > 0 {
 		m.p("## CPU profile of the controller during scenario 1")
 		m.p("")
@@ -384,13 +425,18 @@ func (r *Report) Markdown(limits []byte) string {
 	m.p("  *other* is the machine's busy time (`/proc/stat`) that none of them used.")
 	m.p("- **Non-binding caps**: `--max-concurrent-jobs` above the number of pulls, `--max-concurrent-jobs-per-node`")
 	m.p("  above the images, `--kube-api-qps 5000 --kube-api-burst 10000`. **Default caps**: the flags' defaults (100,")
-	m.p("  2, 100, 200). The pull deadline is %s in scenarios 1-3 and 5 so that no Job of a loaded control plane expires.", c.Deadline)
+	m.p("  2, 100, 200). The pull deadline is %s in scenarios 1-3, 5 and 6 so that no Job of a loaded control plane expires.", c.Deadline)
 	m.p("- **Hold** (scenario 5): per node, from the benchmark's watch first seeing the node to it seeing the node")
 	m.p("  without the startup taint; the controller's histogram counts from the node's creationTimestamp, whole seconds.")
+	m.p("- **Warm refresh** (scenario 6): the benchmark sets each node's `status.images` as a kubelet lists them (the 50")
+	m.p("  largest, `--node-status-max-images`), creates the cache and lets the controller complete it (not measured),")
+	m.p("  then asks for a refresh (the `%s` annotation) and measures it to its final status.", v1alpha2.RefreshAnnotation)
+	m.p("  A re-check *finds* the image when its pull succeeds: kwok pulls nothing, and the sandbox runs it without delay.")
 	m.p("")
 	m.p("Run it with `make bench`; the scale comes from the environment: `BENCH_NODES`, `BENCH_IMAGES`,")
 	m.p("`BENCH_NEW_NODES`, `BENCH_HELD_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`, `BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`,")
-	m.p("`BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`, `BENCH_SCENARIOS` (e.g. `1,4`).")
+	m.p("`BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`, `BENCH_WARM_NODES`, `BENCH_WARM_IMAGES`,")
+	m.p("`BENCH_WARM_OTHER`, `BENCH_SCENARIOS` (e.g. `1,4`).")
 	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous `docs/benchmarks.json` (each scenario keeps")
 	m.p("its own floor, from its own run); `BENCH_RENDER=1` only re-renders this file from the JSON, e.g. after editing")
 	m.p("`test/bench/limits.md`.")
@@ -528,6 +574,20 @@ func (r *Report) phaseTable(m *md, fl *FloorResult, runs []*Phase) {
 		rows = append(rows, out)
 	}
 	m.table(head, rows)
+}
+
+// byCount renders nodes by a count, in the count's order, e.g. "0: 10 nodes, 2: 9 nodes".
+func byCount(by map[string]int) string {
+	if len(by) == 0 {
+		return "none"
+	}
+	keys := sortedNames(by)
+	sort.SliceStable(keys, func(i, j int) bool { return len(keys[i]) < len(keys[j]) })
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s: %d nodes", k, by[k]))
+	}
+	return strings.Join(out, ", ")
 }
 
 // reasons renders releases by reason, e.g. "cached ×50".

@@ -55,6 +55,11 @@ type Config struct {
 	Scenarios        []int         `json:"scenarios"`
 	// Profile is the sandbox's control plane (SANDBOX_PROFILE): stock or tuned.
 	Profile string `json:"profile"`
+	// Scenario 6's scale. Omitted when zero, so that a report written before
+	// the scenario existed reads and renders as it was.
+	WarmNodes  int `json:"warmNodes,omitempty"`
+	WarmImages int `json:"warmImages,omitempty"`
+	WarmOther  int `json:"warmOtherImages,omitempty"`
 }
 
 // Caps are the controller's pacing and client limits for one run.
@@ -297,6 +302,39 @@ type FastRun struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// Scenario 6: one refresh of a complete cache of Images images on Nodes nodes that hold
+// every image, where the kubelet lists only the 50 largest images of each node. The nodes
+// also hold larger images of other workloads, which push some cached images out of their
+// status: the controller cannot tell those from missing ones and re-checks them with a
+// pull, which finds the image on the node.
+type WarmResult struct {
+	Run    RunInfo `json:"run"`
+	Nodes  int     `json:"nodes"`
+	Images int     `json:"images"`
+	Pairs  int     `json:"pairs"`
+	// OtherImagesMax is the most other images a node holds: node i holds i mod
+	// (OtherImagesMax+1) of them, each larger than every cached image.
+	OtherImagesMax int `json:"otherImagesMax"`
+	// ReportedPairs are the cached (image, node) pairs the node status lists,
+	// UnreportedPairs those the nodes hold and do not list; NodesByUnreported
+	// counts the nodes by how many cached images their status leaves out.
+	ReportedPairs     int            `json:"reportedPairs"`
+	UnreportedPairs   int            `json:"unreportedPairs"`
+	NodesByUnreported map[string]int `json:"nodesByUnreported"`
+	// RecheckedPairs are the pulls in the refresh's Jobs (watch), and
+	// RecheckedMaxPerNode the most on one node. NodesMismatched are the nodes
+	// whose re-checked pulls differ in number from the images their status
+	// leaves out.
+	RecheckedPairs      int      `json:"recheckedPairs"`
+	RecheckedMaxPerNode int      `json:"recheckedMaxPerNode"`
+	NodesMismatched     []string `json:"nodesMismatched,omitempty"`
+	// WritesPerPair and RequestsPerPair are every API write (any resource)
+	// and every request the controller sent during the refresh, over Pairs.
+	WritesPerPair   float64 `json:"apiWritesPerPair"`
+	RequestsPerPair float64 `json:"apiRequestsPerPair"`
+	Phase           *Phase  `json:"phase"`
+}
+
 // Report is docs/benchmarks.json; docs/benchmarks.md renders it.
 type Report struct {
 	Generated       string  `json:"generated"`
@@ -309,6 +347,7 @@ type Report struct {
 		SteadyRefresh *RefreshResult  `json:"steadyRefresh,omitempty"`
 		FastPods      *FastResult     `json:"fastPods,omitempty"`
 		HeldNodes     *HeldResult     `json:"heldNodes,omitempty"`
+		WarmRefresh   *WarmResult     `json:"warmRefresh,omitempty"`
 	} `json:"scenarios"`
 	Targets []Target `json:"targets"`
 	// Profiles are `go tool pprof -top` of the controller during scenario 1.

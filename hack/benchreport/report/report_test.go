@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -52,4 +53,45 @@ func TestProfilesAreTheSandboxs(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(ProfileTuned).To(Equal(string(sandbox.ProfileTuned)))
 	g.Expect(ProfileStock).To(Equal(string(sandbox.ProfileStock)))
+}
+
+// Scenario 6's targets hold the re-checks against the images the node status leaves out,
+// and its section renders what the refresh cost.
+func TestWarmRefresh(t *testing.T) {
+	g := NewWithT(t)
+	p := &Phase{Name: "scenario 6, default caps", Pairs: 100, Seconds: 3,
+		Requests: RequestDelta{ByVerbResource: map[string]int{"create jobs": 2, "delete jobs": 2, "patch imagecaches": 3, "list nodes": 1}, Total: 8},
+		Metrics:  map[string]float64{`kubefledged_image_pulls_total{result="succeeded"}`: 5},
+		Jobs:     JobFigures{Created: 2, Succeeded: 2, Pairs: 5, PairsDone: 5},
+		Status:   &StatusFigures{Status: "Succeeded", Counts: v1alpha2.Counts{Desired: 100, AlreadyPresent: 95, Succeeded: 5}}}
+	w := &WarmResult{Nodes: 2, Images: 50, Pairs: 100, OtherImagesMax: 5, ReportedPairs: 95, UnreportedPairs: 5,
+		NodesByUnreported: map[string]int{"0": 1, "5": 1}, RecheckedPairs: 5, RecheckedMaxPerNode: 5, WritesPerPair: 0.07, Phase: p}
+	r := &Report{}
+	r.Scenarios.WarmRefresh = w
+	byFigure := func() map[string]Target {
+		out := map[string]Target{}
+		for _, t := range r.EvalTargets() {
+			g.Expect(t.Scenario).To(Equal("6"))
+			out[t.Figure] = t
+		}
+		return out
+	}
+	targets := byFigure()
+	g.Expect(targets).To(HaveKeyWithValue("API writes per (image, node) in a warm refresh", HaveField("Value", "0.070 (7 writes, 100 pairs)")))
+	g.Expect(targets).To(HaveKeyWithValue("images re-checked per node equals the images not in node status", HaveField("Pass", "pass")))
+	g.Expect(targets).To(HaveKeyWithValue("re-checks that found the image (pull succeeded; none failed)", HaveField("Pass", "pass")))
+
+	md := r.Markdown(nil)
+	g.Expect(md).To(ContainSubstring("## Scenario 6: warm refresh of 2 nodes × 50 images"))
+	g.Expect(md).To(ContainSubstring("| nodes by cached images left out of their status | 0: 1 nodes, 5: 1 nodes |"))
+	g.Expect(md).To(ContainSubstring("| `patch imagecaches` | 3 |"))
+
+	// A node re-checked an image its status lists, another not one it leaves out.
+	w.NodesMismatched, w.RecheckedPairs = []string{"n0", "n1"}, 5
+	g.Expect(byFigure()["images re-checked per node equals the images not in node status"].Pass).To(Equal("FAIL"))
+	w.NodesMismatched, w.RecheckedPairs = nil, 6
+	g.Expect(byFigure()["images re-checked per node equals the images not in node status"].Pass).To(Equal("FAIL"))
+	// A re-check that did not find its image.
+	p.Metrics[`kubefledged_image_pulls_total{result="succeeded"}`] = 4
+	g.Expect(byFigure()["re-checks that found the image (pull succeeded; none failed)"].Pass).To(Equal("FAIL"))
 }
