@@ -1,8 +1,9 @@
 // Package bench is `make bench`: the scenarios of issues 8 and 18 run on the
 // sandbox (a real control plane with kwok nodes), each against a floor of
 // bare Jobs created by the benchmark itself on the same sandbox in the same
-// run, with the figures written to docs/benchmarks.json, which hack/benchreport
-// renders into docs/benchmarks.md (`make bench` runs both).
+// run, with the figures written to docs/benchmarks.json (docs/benchmarks-tuned.json
+// on the tuned control plane), which hack/benchreport renders into
+// docs/benchmarks.md (`make bench` runs both profiles, then the renderer).
 //
 // It is not a test: it takes tens of minutes and its timings depend on the
 // machine, so it runs only with KUBEFLEDGED_BENCH=1 and `go test ./...` skips
@@ -171,7 +172,7 @@ func TestBench(t *testing.T) {
 			if err := rep.WriteJSON(root); err != nil {
 				t.Errorf("writing the figures: %v", err)
 			}
-			t.Logf("figures written to docs/benchmarks.json; make bench renders docs/benchmarks.md from them")
+			t.Logf("figures written to %s; make bench renders docs/benchmarks.md from them", report.JSONPathOf(cfg.Profile))
 		})
 	}
 	defer write()

@@ -353,6 +353,10 @@ type Report struct {
 	// Profiles are `go tool pprof -top` of the controller during scenario 1.
 	Profiles map[string]string `json:"profiles,omitempty"`
 	Errors   []string          `json:"errors,omitempty"`
+	// Tuned is the run on the tuned control plane (TunedJSONPath), which the page shows
+	// beside this one; nil when there is none. It is a file of its own, so that each
+	// profile's run can be made, and merged into (BENCH_MERGE), without the other.
+	Tuned *Report `json:"-"`
 }
 
 type Machine struct {
@@ -389,10 +393,20 @@ type md struct{ strings.Builder }
 
 // Paths of the report in the repository.
 var (
-	JSONPath   = filepath.Join("docs", "benchmarks.json")
-	PagePath   = filepath.Join("docs", "benchmarks.md")
-	LimitsPath = filepath.Join("test", "bench", "limits.md")
+	JSONPath      = filepath.Join("docs", "benchmarks.json")
+	TunedJSONPath = filepath.Join("docs", "benchmarks-tuned.json")
+	PagePath      = filepath.Join("docs", "benchmarks.md")
+	LimitsPath    = filepath.Join("test", "bench", "limits.md")
 )
+
+// JSONPathOf is where a run on the given control plane profile keeps its figures: the
+// stock run, `make bench`'s default, is the page's main column, a tuned run its second.
+func JSONPathOf(profile string) string {
+	if profile == ProfileTuned {
+		return TunedJSONPath
+	}
+	return JSONPath
+}
 
 // Read reads a report as the benchmark wrote it.
 func Read(file string) (*Report, error) {
@@ -407,21 +421,31 @@ func Read(file string) (*Report, error) {
 	return r, nil
 }
 
-// WriteJSON writes the report's JSON into the repository at root: what the benchmark
-// measured, from which Render writes the page.
+// WriteJSON writes the report's JSON into the repository at root, where its profile's
+// figures go (JSONPathOf): what the benchmark measured, from which Render writes the page.
 func (r *Report) WriteJSON(root string) error {
+	return r.writeJSON(filepath.Join(root, JSONPathOf(r.Config.Profile)))
+}
+
+func (r *Report) writeJSON(file string) error {
 	raw, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root, JSONPath), append(raw, '\n'), 0o644)
+	return os.WriteFile(file, append(raw, '\n'), 0o644)
 }
 
-// Write writes the report's JSON and its page into the repository at root. The page takes
-// the known limits (LimitsPath) as they stand, if the file is there.
+// Write writes the report's JSON, the tuned run's if there is one, and the page into the
+// repository at root. The page takes the known limits (LimitsPath) as they stand, if the
+// file is there.
 func (r *Report) Write(root string) error {
-	if err := r.WriteJSON(root); err != nil {
+	if err := r.writeJSON(filepath.Join(root, JSONPath)); err != nil {
 		return err
+	}
+	if r.Tuned != nil {
+		if err := r.Tuned.writeJSON(filepath.Join(root, TunedJSONPath)); err != nil {
+			return err
+		}
 	}
 	limits, err := os.ReadFile(filepath.Join(root, LimitsPath))
 	if err != nil && !os.IsNotExist(err) {
@@ -430,14 +454,22 @@ func (r *Report) Write(root string) error {
 	return os.WriteFile(filepath.Join(root, PagePath), []byte(r.Markdown(limits)), 0o644)
 }
 
-// Render writes the page (and the targets in the JSON) again from the JSON at root, e.g.
-// after an edit of the limits or of a target, without a run of an hour. The targets follow
-// from the figures: a target changed since the run applies to them as they stand.
+// Render writes the page (and the targets in the JSON) again from the JSON at root, with
+// the tuned run's beside it if there is one, e.g. after an edit of the limits or of a
+// target, without a run of an hour. The targets follow from the figures: a target changed
+// since the run applies to them as they stand.
 func Render(root string) error {
 	r, err := Read(filepath.Join(root, JSONPath))
 	if err != nil {
 		return err
 	}
 	r.Targets = r.EvalTargets()
+	switch t, err := Read(filepath.Join(root, TunedJSONPath)); {
+	case err == nil:
+		t.Targets = t.EvalTargets()
+		r.Tuned = t
+	case !os.IsNotExist(err):
+		return err
+	}
 	return r.Write(root)
 }
