@@ -112,9 +112,10 @@ func (e *env) runInfo() runInfo {
 }
 
 // merge takes the scenarios this run did not measure from an earlier run's
-// JSON, so that the scenarios can be run (or re-run) one at a time.
+// JSON on the same profile, so that the scenarios can be run (or re-run)
+// one at a time.
 func (r *benchRun) merge(root string) error {
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.json"))
+	raw, err := os.ReadFile(filepath.Join(root, report.JSONPathOf(r.Config.Profile)))
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -141,6 +142,9 @@ func (r *benchRun) merge(root string) error {
 	}
 	if !r.Config.Runs(5) {
 		s.HeldNodes = ps.HeldNodes
+	}
+	if !r.Config.Runs(6) {
+		s.WarmRefresh = ps.WarmRefresh
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -338,26 +337,11 @@ func (e *env) reportImages(ctx context.Context, nodes []corev1.Node, imgs []stri
 	for i, img := range imgs {
 		list[i] = corev1.ContainerImage{Names: []string{img}, SizeBytes: 10 << 20}
 	}
-	sem := make(chan struct{}, 16)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(name string) {
-			defer func() { <-sem; wg.Done() }()
-			if err := e.sb.SetNodeImages(ctx, name, list); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}(n.Name)
+	names := make([]string, len(nodes))
+	for i := range nodes {
+		names[i] = nodes[i].Name
 	}
-	wg.Wait()
-	return first
+	return e.setNodeImages(ctx, names, func(string) []corev1.ContainerImage { return list })
 }
 
 func (e *env) fastPods() (*fastResult, error) {

@@ -19,6 +19,7 @@ type (
 	refreshResult  = report.RefreshResult
 	fastResult     = report.FastResult
 	fastRun        = report.FastRun
+	warmResult     = report.WarmResult
 	runInfo        = report.RunInfo
 )
 

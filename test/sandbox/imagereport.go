@@ -189,23 +189,31 @@ func applyImages(list []corev1.ContainerImage, changes map[string]bool) []corev1
 			return slices.ContainsFunc(img.Names, func(n string) bool { return sameImage(n, ref) })
 		})
 		if !listed {
-			if img, ok := kubeletImage(ref); ok {
+			if img, ok := KubeletImage(ref); ok {
 				out = append(out, img)
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].SizeBytes > out[j].SizeBytes })
-	if len(out) > maxNodeImages {
-		out = out[:maxNodeImages]
+	return NodeStatusImages(out)
+}
+
+// NodeStatusImages is what a kubelet lists in status.images for a node that holds the
+// images held: the largest first, at most maxNodeImages (the default
+// --node-status-max-images). A node that holds more images than that does not report the
+// smallest ones, which a cache then cannot tell from missing. held is sorted in place.
+func NodeStatusImages(held []corev1.ContainerImage) []corev1.ContainerImage {
+	sort.SliceStable(held, func(i, j int) bool { return held[i].SizeBytes > held[j].SizeBytes })
+	if len(held) > maxNodeImages {
+		held = held[:maxNodeImages]
 	}
-	return out
+	return held
 }
 
 // kubeletImage is the entry containerd and the kubelet would report for an
 // image pulled by the reference ref: its repo digest and its tag, and a
 // size. Fake images have neither digest nor size, so both are derived from
 // the name: stable, and different between images.
-func kubeletImage(ref string) (corev1.ContainerImage, bool) {
+func KubeletImage(ref string) (corev1.ContainerImage, bool) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return corev1.ContainerImage{}, false

@@ -3,8 +3,11 @@ package report
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
 func (c Config) Runs(s int) bool {
@@ -191,7 +194,25 @@ func (r *Report) EvalTargets() []Target {
 				passFail(h.HoldAfterReadyMax <= limit))
 		}
 	}
+	if w := r.Scenarios.WarmRefresh; w != nil && w.Phase != nil {
+		add("6", "API writes per (image, node) in a warm refresh",
+			fmt.Sprintf("%.3f (%d writes, %d pairs)", w.WritesPerPair, w.Phase.Requests.Writes(), w.Pairs), "(reported)", "")
+		add("6", "images re-checked per node equals the images not in node status",
+			fmt.Sprintf("%d of %d nodes (%d re-checked, %d not in node status)", w.Nodes-len(w.NodesMismatched), w.Nodes, w.RecheckedPairs, w.UnreportedPairs),
+			"every node", passFail(len(w.NodesMismatched) == 0 && w.RecheckedPairs == w.UnreportedPairs))
+		found := warmFound(w)
+		add("6", "re-checks that found the image (pull succeeded; none failed)", fmt.Sprintf("%d of %d", found, w.UnreportedPairs), "all",
+			passFail(found == w.UnreportedPairs && w.Phase.Jobs.Failed == 0 && w.Phase.Status != nil &&
+				w.Phase.Status.Counts.Failed == 0 && int(w.Phase.Status.Counts.AlreadyPresent) == w.ReportedPairs))
+	}
 	return out
+}
+
+// warmFound is how many of a warm refresh's re-checks found the image on the node: the
+// pulls the controller counted succeeded (kubefledged_image_pulls_total), each one pod of a
+// pull Job that started its container.
+func warmFound(w *WarmResult) int {
+	return int(w.Phase.Metrics[`kubefledged_image_pulls_total{result="succeeded"}`])
 }
 
 func (ri RunInfo) describe(m *md, what string) {
@@ -252,21 +273,29 @@ func (r *Report) Markdown(limits []byte) string {
 
 	m.p("## Targets")
 	m.p("")
-	var rows [][]string
-	for _, t := range r.Targets {
-		pass := t.Pass
-		if pass == "" {
-			pass = "—"
-		}
-		rows = append(rows, []string{t.Scenario, t.Figure, t.Value, t.Target, pass})
+	if r.Tuned != nil {
+		m.p("The last column is the same figure on the tuned control plane, from `%s` (written %s by a run with", filepath.ToSlash(TunedJSONPath), r.Tuned.Generated)
+		m.p("`SANDBOX_PROFILE=tuned`), with its pass and, where it differs, its target; *not run* where that run did not")
+		m.p("measure the figure.")
+	} else {
+		m.p("The last column would hold the same figure on the tuned control plane (`%s`, written by a run with", filepath.ToSlash(TunedJSONPath))
+		m.p("`SANDBOX_PROFILE=tuned`): there is none yet.")
 	}
-	m.table([]string{"scenario", "figure", "measured", "target", "pass"}, rows)
+	m.p("")
+	m.table([]string{"scenario", "figure", "measured", "target", "pass", "tuned profile: measured; pass"}, r.targetRows())
 
 	if s := r.Scenarios.ColdCache; s != nil {
 		m.p("## Scenario 1: cold cache, %d nodes × %d images (%d pulls)", s.Nodes, s.Images, s.Pairs)
 		m.p("")
 		s.Run.describe(&m, fmt.Sprintf("pull delay %s", s.Run.Config.PullDelay))
-		r.phaseTable(&m, s.Floor, s.Runs)
+		cols := columns("", s.Floor, s.Runs)
+		if t := r.tunedColdCache(); t != nil {
+			t.Run.describe(&m, fmt.Sprintf("the *tuned* columns, %d nodes × %d images, pull delay %s", t.Nodes, t.Images, t.Run.Config.PullDelay))
+			cols = append(cols, columns("tuned: ", t.Floor, t.Runs)...)
+		} else {
+			cols = append(cols, column{head: "tuned profile"})
+		}
+		r.phaseTable(&m, cols...)
 	}
 	if s := r.Scenarios.NewNodes; s != nil {
 		m.p("## Scenario 2: %d nodes join a complete %d-node cluster (%d pulls)", s.NewNodes, s.ClusterNodes, s.Pairs)
@@ -283,7 +312,7 @@ func (r *Report) Markdown(limits []byte) string {
 				{"Jobs created on other nodes", fmt.Sprint(s.JobsOnOtherNodes)},
 				{"new nodes without every image", notPulled(s.NodesNotPulled)},
 			})
-			r.phaseTable(&m, s.Floor, []*Phase{s.Phase})
+			r.phaseTable(&m, columns("", s.Floor, []*Phase{s.Phase})...)
 		}
 	}
 	if s := r.Scenarios.SteadyRefresh; s != nil {
@@ -325,7 +354,7 @@ func (r *Report) Markdown(limits []byte) string {
 				fmt.Sprintf("%d/%d/%d/%d", st.Counts.Succeeded, st.Counts.Failed, st.Counts.InFlight, st.Counts.Waiting), fmt.Sprint(run.Exact), problems})
 		}
 		m.table([]string{"run", "caps", "status", "succeeded/failed/inFlight/waiting", "exact", "problems"}, rows)
-		r.phaseTable(&m, s.Floor, runs)
+		r.phaseTable(&m, columns("", s.Floor, runs)...)
 	}
 
 	if s := r.Scenarios.HeldNodes; s != nil {
@@ -342,7 +371,28 @@ func (r *Report) Markdown(limits []byte) string {
 				{"mean of `kubefledged_node_startup_taint_hold_seconds` (1-s creation times)", f1(s.HistogramMeanSeconds) + " s"},
 				{"nodes not released", notPulled(s.NodesNotReleased)},
 			})
-			r.phaseTable(&m, nil, []*Phase{s.Phase})
+			r.phaseTable(&m, columns("", nil, []*Phase{s.Phase})...)
+		}
+	}
+	if s := r.Scenarios.WarmRefresh; s != nil {
+		m.p("## Scenario 6: warm refresh of %d nodes × %d images, node status cut at 50 images (%d pairs)", s.Nodes, s.Images, s.Pairs)
+		m.p("")
+		s.Run.describe(&m, fmt.Sprintf("no pull delay (the images are on the nodes), default caps, node i holds i mod %d other, larger images", s.OtherImagesMax+1))
+		if s.Phase != nil {
+			st := StatusFigures{}
+			if s.Phase.Status != nil {
+				st = *s.Phase.Status
+			}
+			m.table([]string{"figure", "value"}, [][]string{
+				{"cached pairs the node status lists; leaves out", fmt.Sprintf("%d; %d", s.ReportedPairs, s.UnreportedPairs)},
+				{"nodes by cached images left out of their status", byCount(s.NodesByUnreported)},
+				{"time from the refresh request to final status", f1(s.Phase.Seconds) + " s"},
+				{"pulls re-checked (in the refresh's Jobs); most on one node", fmt.Sprintf("%d; %d", s.RecheckedPairs, s.RecheckedMaxPerNode)},
+				{"nodes whose re-checks differ from the images left out", notPulled(s.NodesMismatched)},
+				{"final status: already present; succeeded; failed", fmt.Sprintf("%s: %d; %d; %d", st.Status, st.Counts.AlreadyPresent, st.Counts.Succeeded, st.Counts.Failed)},
+				{"API writes per (image, node); requests per (image, node)", fmt.Sprintf("%.3f; %.3f", s.WritesPerPair, s.RequestsPerPair)},
+			})
+			r.phaseTable(&m, columns("", nil, []*Phase{s.Phase})...)
 		}
 	}
 	if len(r.Profiles) > 0 {
@@ -384,14 +434,22 @@ func (r *Report) Markdown(limits []byte) string {
 	m.p("  *other* is the machine's busy time (`/proc/stat`) that none of them used.")
 	m.p("- **Non-binding caps**: `--max-concurrent-jobs` above the number of pulls, `--max-concurrent-jobs-per-node`")
 	m.p("  above the images, `--kube-api-qps 5000 --kube-api-burst 10000`. **Default caps**: the flags' defaults (100,")
-	m.p("  2, 100, 200). The pull deadline is %s in scenarios 1-3 and 5 so that no Job of a loaded control plane expires.", c.Deadline)
+	m.p("  2, 100, 200). The pull deadline is %s in scenarios 1-3, 5 and 6 so that no Job of a loaded control plane expires.", c.Deadline)
 	m.p("- **Hold** (scenario 5): per node, from the benchmark's watch first seeing the node to it seeing the node")
 	m.p("  without the startup taint; the controller's histogram counts from the node's creationTimestamp, whole seconds.")
+	m.p("- **Warm refresh** (scenario 6): the benchmark sets each node's `status.images` as a kubelet lists them (the 50")
+	m.p("  largest, `--node-status-max-images`), creates the cache and lets the controller complete it (not measured),")
+	m.p("  then asks for a refresh (the `%s` annotation) and measures it to its final status.", v1alpha2.RefreshAnnotation)
+	m.p("  A re-check *finds* the image when its pull succeeds: kwok pulls nothing, and the sandbox runs it without delay.")
 	m.p("")
-	m.p("Run it with `make bench`; the scale comes from the environment: `BENCH_NODES`, `BENCH_IMAGES`,")
-	m.p("`BENCH_NEW_NODES`, `BENCH_HELD_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`, `BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`,")
-	m.p("`BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`, `BENCH_SCENARIOS` (e.g. `1,4`).")
-	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous `docs/benchmarks.json` (each scenario keeps")
+	m.p("Run it with `make bench`: a run on the stock control plane (`docs/benchmarks.json`), then one on the tuned")
+	m.p("one (`docs/benchmarks-tuned.json`, the second column), each with its own floors, then this page. The tuned run")
+	m.p("adds a full run (its scenarios 1-4 took 40 minutes at the default scale in the last tuned runs);")
+	m.p("`BENCH_PROFILES=stock` skips it, `BENCH_PROFILES=tuned` runs it alone. The scale comes from the environment:")
+	m.p("`BENCH_NODES`, `BENCH_IMAGES`, `BENCH_NEW_NODES`, `BENCH_HELD_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`,")
+	m.p("`BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`, `BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`,")
+	m.p("`BENCH_WARM_NODES`, `BENCH_WARM_IMAGES`, `BENCH_WARM_OTHER`, `BENCH_SCENARIOS` (e.g. `1,4`).")
+	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous JSON of the same profile (each scenario keeps")
 	m.p("its own floor, from its own run); `BENCH_RENDER=1` only re-renders this file from the JSON, e.g. after editing")
 	m.p("`test/bench/limits.md`.")
 	return m.String()
@@ -405,38 +463,114 @@ func requestRows(d RequestDelta) [][]string {
 	return rows
 }
 
-// phaseTable renders the floor and the runs side by side.
-func (r *Report) phaseTable(m *md, fl *FloorResult, runs []*Phase) {
-	head := []string{"figure"}
+// column is one column of a phase table: a floor, a run, or neither, a run that did not
+// happen, which says so.
+type column struct {
+	head  string
+	floor *FloorResult
+	run   *Phase
+}
+
+// columns are the floor (if any) and the runs of one scenario, their heads prefixed.
+func columns(prefix string, fl *FloorResult, runs []*Phase) []column {
+	var out []column
 	if fl != nil {
-		head = append(head, "floor (bare Jobs)")
+		out = append(out, column{head: prefix + "floor (bare Jobs)", floor: fl})
 	}
 	for _, p := range runs {
-		head = append(head, p.Name)
+		out = append(out, column{head: prefix + p.Name, run: p})
+	}
+	return out
+}
+
+// tunedColdCache is scenario 1 of the tuned run, or nil.
+func (r *Report) tunedColdCache() *ColdResult {
+	if r.Tuned == nil {
+		return nil
+	}
+	return r.Tuned.Scenarios.ColdCache
+}
+
+// targetRows are the Targets table: each target of this run with the same figure of the
+// tuned run beside it, and the tuned run's targets this run lacks, each with its scenario.
+func (r *Report) targetRows() [][]string {
+	key := func(t Target) string { return t.Scenario + "\x00" + t.Figure }
+	tuned := map[string]Target{}
+	if r.Tuned != nil {
+		for _, t := range r.Tuned.Targets {
+			tuned[key(t)] = t
+		}
 	}
 	var rows [][]string
-	row := func(name, floor string, f func(p *Phase) string) {
-		out := []string{name}
-		if fl != nil {
-			out = append(out, floor)
+	for _, t := range r.Targets {
+		cell := "not run"
+		if tt, ok := tuned[key(t)]; ok {
+			cell = tunedCell(tt, t.Target)
+			delete(tuned, key(t))
 		}
-		for _, p := range runs {
-			out = append(out, f(p))
+		rows = append(rows, []string{t.Scenario, t.Figure, t.Value, t.Target, orDash(t.Pass), cell})
+	}
+	if r.Tuned != nil {
+		for _, tt := range r.Tuned.Targets {
+			if _, left := tuned[key(tt)]; left {
+				rows = append(rows, []string{tt.Scenario, tt.Figure, "not run", tt.Target, "—", tunedCell(tt, tt.Target)})
+			}
+		}
+	}
+	// Scenarios are numbered from 1 to 6, each row's number first.
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i][0][0] < rows[j][0][0] })
+	return rows
+}
+
+// tunedCell is a tuned run's figure and pass, and its target where that is not the one
+// of the main column's row (the targets of scenario 1 depend on the profile).
+func tunedCell(t Target, target string) string {
+	cell := t.Value + "; " + orDash(t.Pass)
+	if t.Target != target {
+		cell += " (target " + t.Target + ")"
+	}
+	return cell
+}
+
+func orDash(pass string) string {
+	if pass == "" {
+		return "—"
+	}
+	return pass
+}
+
+// phaseTable renders floors and runs side by side.
+func (r *Report) phaseTable(m *md, cols ...column) {
+	head := []string{"figure"}
+	hasFloor := false
+	for _, c := range cols {
+		head = append(head, c.head)
+		hasFloor = hasFloor || c.floor != nil
+	}
+	var rows [][]string
+	// row renders one figure of each column; floor is nil for a figure floors lack.
+	row := func(name string, floor func(*FloorResult) string, run func(*Phase) string) {
+		out := []string{name}
+		for _, c := range cols {
+			switch {
+			case c.floor != nil && floor != nil:
+				out = append(out, floor(c.floor))
+			case c.run != nil:
+				out = append(out, run(c.run))
+			case c.floor == nil && len(rows) == 0:
+				out = append(out, "not run")
+			default:
+				out = append(out, "")
+			}
 		}
 		rows = append(rows, out)
 	}
-	fv := func(f func(*FloorResult) string) string {
-		if fl == nil {
-			return ""
-		}
-		return f(fl)
-	}
-	row("time (s)", fv(func(f *FloorResult) string { return f1(f.Seconds) }), func(p *Phase) string { return f1(p.Seconds) })
-	if fl != nil {
-		row("ratio to floor", "1", func(p *Phase) string { return f2(p.RatioToFloor) + "x" })
+	row("time (s)", func(f *FloorResult) string { return f1(f.Seconds) }, func(p *Phase) string { return f1(p.Seconds) })
+	if hasFloor {
+		row("ratio to floor", func(*FloorResult) string { return "1" }, func(p *Phase) string { return f2(p.RatioToFloor) + "x" })
 	}
 	row("first Job created; last created; last finished; final status after the last Job (s)",
-		fv(func(f *FloorResult) string { return fmt.Sprintf("0; %.1f; %.1f; —", f.CreateSeconds, f.Seconds) }),
+		func(f *FloorResult) string { return fmt.Sprintf("0; %.1f; %.1f; —", f.CreateSeconds, f.Seconds) },
 		func(p *Phase) string {
 			if p.LastDoneSeconds < 0 {
 				// No Job seen finished: node Jobs went before the Job
@@ -446,88 +580,104 @@ func (r *Report) phaseTable(m *md, fl *FloorResult, runs []*Phase) {
 			}
 			return fmt.Sprintf("%.1f; %.1f; %.1f; %.1f", p.FirstJobSeconds, p.LastJobSeconds, p.LastDoneSeconds, p.TailSeconds)
 		})
-	row("pulls in the Jobs created; in the Jobs finished (watch)", fv(func(f *FloorResult) string { return fmt.Sprint(f.Observed.Created) }),
+	row("pulls in the Jobs created; in the Jobs finished (watch)", func(f *FloorResult) string { return fmt.Sprint(f.Observed.Created) },
 		func(p *Phase) string {
 			if p.Jobs.Pairs == 0 {
 				return "—"
 			}
 			return fmt.Sprintf("%d; %d", p.Jobs.Pairs, p.Jobs.PairsDone)
 		})
-	row("Jobs created (watch)", fv(func(f *FloorResult) string { return fmt.Sprint(f.Observed.Created) }), func(p *Phase) string { return fmt.Sprint(p.Jobs.Created) })
-	row("peak Jobs in flight: total; per node", fv(func(f *FloorResult) string {
+	row("Jobs created (watch)", func(f *FloorResult) string { return fmt.Sprint(f.Observed.Created) }, func(p *Phase) string { return fmt.Sprint(p.Jobs.Created) })
+	row("peak Jobs in flight: total; per node", func(f *FloorResult) string {
 		return fmt.Sprintf("%d; %d", f.Observed.PeakInFlight, f.Observed.PeakInFlightNode)
-	}), func(p *Phase) string { return fmt.Sprintf("%d; %d", p.Jobs.PeakInFlight, p.Jobs.PeakInFlightNode) })
-	row("creates per second", fv(func(f *FloorResult) string { return fmt.Sprintf("%.0f", f.CreatesPerSecond) }), func(p *Phase) string {
+	}, func(p *Phase) string { return fmt.Sprintf("%d; %d", p.Jobs.PeakInFlight, p.Jobs.PeakInFlightNode) })
+	row("creates per second", func(f *FloorResult) string { return fmt.Sprintf("%.0f", f.CreatesPerSecond) }, func(p *Phase) string {
 		if p.LastJobSeconds-p.FirstJobSeconds <= 0 {
 			return ""
 		}
 		return fmt.Sprintf("%.0f", float64(p.Jobs.Created)/(p.LastJobSeconds-p.FirstJobSeconds))
 	})
-	row("final status", "", func(p *Phase) string {
+	row("final status", nil, func(p *Phase) string {
 		if p.Status == nil {
 			return ""
 		}
 		return fmt.Sprintf("%s %s", p.Status.Status, p.Status.Progress)
 	})
-	row("controller requests: total; mean/s; busiest 10 s /s; busiest second", "", func(p *Phase) string {
+	row("controller requests: total; mean/s; busiest 10 s /s; busiest second", nil, func(p *Phase) string {
 		return fmt.Sprintf("%d; %.1f; %.1f; %d", p.Requests.Total, p.Requests.MeanPerSecond, p.Requests.PeakWindowPerSecond, p.Requests.PeakPerSecond)
 	})
-	row("Job writes per (image, node)", "", func(p *Phase) string { return f2(p.JobWritesPerPair) })
-	row("status writes: total; per s; most in one second", "", func(p *Phase) string {
+	row("Job writes per (image, node)", nil, func(p *Phase) string { return f2(p.JobWritesPerPair) })
+	row("status writes: total; per s; most in one second", nil, func(p *Phase) string {
 		return fmt.Sprintf("%d; %.2f; %d", p.StatusWrites, p.StatusWritesPerSecond, p.StatusWritesPeakPerSecond)
 	})
-	row("controller CPU (s)", "", func(p *Phase) string { return f1(p.ControllerCPUSeconds) })
-	row("controller peak RSS (MiB)", "", func(p *Phase) string { return fmt.Sprintf("%.0f", p.ControllerPeakRSSMiB) })
-	row("controller RSS at start; at end: anon, file; Go heap in use (MiB)", "", func(p *Phase) string {
+	row("controller CPU (s)", nil, func(p *Phase) string { return f1(p.ControllerCPUSeconds) })
+	row("controller peak RSS (MiB)", nil, func(p *Phase) string { return fmt.Sprintf("%.0f", p.ControllerPeakRSSMiB) })
+	row("controller RSS at start; at end: anon, file; Go heap in use (MiB)", nil, func(p *Phase) string {
 		return fmt.Sprintf("%.0f; %.0f, %.0f; %.0f", p.ControllerStartRSSMiB, p.ControllerEndAnonMiB, p.ControllerEndFileMiB, p.ControllerEndHeapInuseMiB)
 	})
 	procs := map[string]bool{}
-	if fl != nil {
-		for k := range fl.CPU.ByProcess {
-			procs[k] = true
+	for _, c := range cols {
+		var by map[string]float64
+		switch {
+		case c.floor != nil:
+			by = c.floor.CPU.ByProcess
+		case c.run != nil:
+			by = c.run.CPU.ByProcess
 		}
-	}
-	for _, p := range runs {
-		for k := range p.CPU.ByProcess {
+		for k := range by {
 			procs[k] = true
 		}
 	}
 	for _, name := range sortedNames(procs) {
-		row("CPU s: "+name, fv(func(f *FloorResult) string { return f1(f.CPU.ByProcess[name]) }), func(p *Phase) string { return f1(p.CPU.ByProcess[name]) })
+		row("CPU s: "+name, func(f *FloorResult) string { return f1(f.CPU.ByProcess[name]) }, func(p *Phase) string { return f1(p.CPU.ByProcess[name]) })
 	}
-	row("CPU s: other work on the machine", fv(func(f *FloorResult) string { return f1(f.CPU.Others) }), func(p *Phase) string { return f1(p.CPU.Others) })
-	row("CPU s: machine busy of available", fv(func(f *FloorResult) string { return fmt.Sprintf("%.0f of %.0f", f.CPU.MachineBusy, f.CPU.Cores) }),
+	row("CPU s: other work on the machine", func(f *FloorResult) string { return f1(f.CPU.Others) }, func(p *Phase) string { return f1(p.CPU.Others) })
+	row("CPU s: machine busy of available", func(f *FloorResult) string { return fmt.Sprintf("%.0f of %.0f", f.CPU.MachineBusy, f.CPU.Cores) },
 		func(p *Phase) string { return fmt.Sprintf("%.0f of %.0f", p.CPU.MachineBusy, p.CPU.Cores) })
-	row("clean-up after (s)", fv(func(f *FloorResult) string { return f1(f.CleanupSeconds) }), func(p *Phase) string { return f1(p.CleanupSeconds) })
+	row("clean-up after (s)", func(f *FloorResult) string { return f1(f.CleanupSeconds) }, func(p *Phase) string { return f1(p.CleanupSeconds) })
 	m.table(head, rows)
 
-	var keys []string
+	var runs []column
 	seen := map[string]bool{}
-	for _, p := range runs {
-		for _, k := range p.Requests.SortedKeys() {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
+	for _, c := range cols {
+		if c.run == nil {
+			continue
+		}
+		runs = append(runs, c)
+		for _, k := range c.run.Requests.SortedKeys() {
+			seen[k] = true
 		}
 	}
-	if len(keys) == 0 {
+	if len(seen) == 0 {
 		return
 	}
-	sort.Strings(keys)
 	head = []string{"controller request"}
-	for _, p := range runs {
-		head = append(head, p.Name)
+	for _, c := range runs {
+		head = append(head, c.head)
 	}
 	rows = nil
-	for _, k := range keys {
+	for _, k := range sortedNames(seen) {
 		out := []string{"`" + k + "`"}
-		for _, p := range runs {
-			out = append(out, fmt.Sprint(p.Requests.ByVerbResource[k]))
+		for _, c := range runs {
+			out = append(out, fmt.Sprint(c.run.Requests.ByVerbResource[k]))
 		}
 		rows = append(rows, out)
 	}
 	m.table(head, rows)
+}
+
+// byCount renders nodes by a count, in the count's order, e.g. "0: 10 nodes, 2: 9 nodes".
+func byCount(by map[string]int) string {
+	if len(by) == 0 {
+		return "none"
+	}
+	keys := sortedNames(by)
+	sort.SliceStable(keys, func(i, j int) bool { return len(keys[i]) < len(keys[j]) })
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s: %d nodes", k, by[k]))
+	}
+	return strings.Join(out, ", ")
 }
 
 // reasons renders releases by reason, e.g. "cached ×50".

@@ -55,6 +55,11 @@ type Config struct {
 	Scenarios        []int         `json:"scenarios"`
 	// Profile is the sandbox's control plane (SANDBOX_PROFILE): stock or tuned.
 	Profile string `json:"profile"`
+	// Scenario 6's scale. Omitted when zero, so that a report written before
+	// the scenario existed reads and renders as it was.
+	WarmNodes  int `json:"warmNodes,omitempty"`
+	WarmImages int `json:"warmImages,omitempty"`
+	WarmOther  int `json:"warmOtherImages,omitempty"`
 }
 
 // Caps are the controller's pacing and client limits for one run.
@@ -297,6 +302,39 @@ type FastRun struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// Scenario 6: one refresh of a complete cache of Images images on Nodes nodes that hold
+// every image, where the kubelet lists only the 50 largest images of each node. The nodes
+// also hold larger images of other workloads, which push some cached images out of their
+// status: the controller cannot tell those from missing ones and re-checks them with a
+// pull, which finds the image on the node.
+type WarmResult struct {
+	Run    RunInfo `json:"run"`
+	Nodes  int     `json:"nodes"`
+	Images int     `json:"images"`
+	Pairs  int     `json:"pairs"`
+	// OtherImagesMax is the most other images a node holds: node i holds i mod
+	// (OtherImagesMax+1) of them, each larger than every cached image.
+	OtherImagesMax int `json:"otherImagesMax"`
+	// ReportedPairs are the cached (image, node) pairs the node status lists,
+	// UnreportedPairs those the nodes hold and do not list; NodesByUnreported
+	// counts the nodes by how many cached images their status leaves out.
+	ReportedPairs     int            `json:"reportedPairs"`
+	UnreportedPairs   int            `json:"unreportedPairs"`
+	NodesByUnreported map[string]int `json:"nodesByUnreported"`
+	// RecheckedPairs are the pulls in the refresh's Jobs (watch), and
+	// RecheckedMaxPerNode the most on one node. NodesMismatched are the nodes
+	// whose re-checked pulls differ in number from the images their status
+	// leaves out.
+	RecheckedPairs      int      `json:"recheckedPairs"`
+	RecheckedMaxPerNode int      `json:"recheckedMaxPerNode"`
+	NodesMismatched     []string `json:"nodesMismatched,omitempty"`
+	// WritesPerPair and RequestsPerPair are every API write (any resource)
+	// and every request the controller sent during the refresh, over Pairs.
+	WritesPerPair   float64 `json:"apiWritesPerPair"`
+	RequestsPerPair float64 `json:"apiRequestsPerPair"`
+	Phase           *Phase  `json:"phase"`
+}
+
 // Report is docs/benchmarks.json; docs/benchmarks.md renders it.
 type Report struct {
 	Generated       string  `json:"generated"`
@@ -309,11 +347,16 @@ type Report struct {
 		SteadyRefresh *RefreshResult  `json:"steadyRefresh,omitempty"`
 		FastPods      *FastResult     `json:"fastPods,omitempty"`
 		HeldNodes     *HeldResult     `json:"heldNodes,omitempty"`
+		WarmRefresh   *WarmResult     `json:"warmRefresh,omitempty"`
 	} `json:"scenarios"`
 	Targets []Target `json:"targets"`
 	// Profiles are `go tool pprof -top` of the controller during scenario 1.
 	Profiles map[string]string `json:"profiles,omitempty"`
 	Errors   []string          `json:"errors,omitempty"`
+	// Tuned is the run on the tuned control plane (TunedJSONPath), which the page shows
+	// beside this one; nil when there is none. It is a file of its own, so that each
+	// profile's run can be made, and merged into (BENCH_MERGE), without the other.
+	Tuned *Report `json:"-"`
 }
 
 type Machine struct {
@@ -350,10 +393,20 @@ type md struct{ strings.Builder }
 
 // Paths of the report in the repository.
 var (
-	JSONPath   = filepath.Join("docs", "benchmarks.json")
-	PagePath   = filepath.Join("docs", "benchmarks.md")
-	LimitsPath = filepath.Join("test", "bench", "limits.md")
+	JSONPath      = filepath.Join("docs", "benchmarks.json")
+	TunedJSONPath = filepath.Join("docs", "benchmarks-tuned.json")
+	PagePath      = filepath.Join("docs", "benchmarks.md")
+	LimitsPath    = filepath.Join("test", "bench", "limits.md")
 )
+
+// JSONPathOf is where a run on the given control plane profile keeps its figures: the
+// stock run, `make bench`'s default, is the page's main column, a tuned run its second.
+func JSONPathOf(profile string) string {
+	if profile == ProfileTuned {
+		return TunedJSONPath
+	}
+	return JSONPath
+}
 
 // Read reads a report as the benchmark wrote it.
 func Read(file string) (*Report, error) {
@@ -368,21 +421,31 @@ func Read(file string) (*Report, error) {
 	return r, nil
 }
 
-// WriteJSON writes the report's JSON into the repository at root: what the benchmark
-// measured, from which Render writes the page.
+// WriteJSON writes the report's JSON into the repository at root, where its profile's
+// figures go (JSONPathOf): what the benchmark measured, from which Render writes the page.
 func (r *Report) WriteJSON(root string) error {
+	return r.writeJSON(filepath.Join(root, JSONPathOf(r.Config.Profile)))
+}
+
+func (r *Report) writeJSON(file string) error {
 	raw, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root, JSONPath), append(raw, '\n'), 0o644)
+	return os.WriteFile(file, append(raw, '\n'), 0o644)
 }
 
-// Write writes the report's JSON and its page into the repository at root. The page takes
-// the known limits (LimitsPath) as they stand, if the file is there.
+// Write writes the report's JSON, the tuned run's if there is one, and the page into the
+// repository at root. The page takes the known limits (LimitsPath) as they stand, if the
+// file is there.
 func (r *Report) Write(root string) error {
-	if err := r.WriteJSON(root); err != nil {
+	if err := r.writeJSON(filepath.Join(root, JSONPath)); err != nil {
 		return err
+	}
+	if r.Tuned != nil {
+		if err := r.Tuned.writeJSON(filepath.Join(root, TunedJSONPath)); err != nil {
+			return err
+		}
 	}
 	limits, err := os.ReadFile(filepath.Join(root, LimitsPath))
 	if err != nil && !os.IsNotExist(err) {
@@ -391,14 +454,22 @@ func (r *Report) Write(root string) error {
 	return os.WriteFile(filepath.Join(root, PagePath), []byte(r.Markdown(limits)), 0o644)
 }
 
-// Render writes the page (and the targets in the JSON) again from the JSON at root, e.g.
-// after an edit of the limits or of a target, without a run of an hour. The targets follow
-// from the figures: a target changed since the run applies to them as they stand.
+// Render writes the page (and the targets in the JSON) again from the JSON at root, with
+// the tuned run's beside it if there is one, e.g. after an edit of the limits or of a
+// target, without a run of an hour. The targets follow from the figures: a target changed
+// since the run applies to them as they stand.
 func Render(root string) error {
 	r, err := Read(filepath.Join(root, JSONPath))
 	if err != nil {
 		return err
 	}
 	r.Targets = r.EvalTargets()
+	switch t, err := Read(filepath.Join(root, TunedJSONPath)); {
+	case err == nil:
+		t.Targets = t.EvalTargets()
+		r.Tuned = t
+	case !os.IsNotExist(err):
+		return err
+	}
 	return r.Write(root)
 }

@@ -3,10 +3,12 @@ package report
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -18,14 +20,21 @@ func TestRenderCheckedIn(t *testing.T) {
 	root, err := repo.Root()
 	g.Expect(err).NotTo(HaveOccurred())
 	tmp := t.TempDir()
-	for _, p := range []string{JSONPath, PagePath, LimitsPath} {
+	files := []string{JSONPath, PagePath, LimitsPath}
+	if _, err := os.Stat(filepath.Join(root, TunedJSONPath)); err == nil {
+		files = append(files, TunedJSONPath)
+	}
+	for _, p := range files {
 		raw, err := os.ReadFile(filepath.Join(root, p))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(os.MkdirAll(filepath.Dir(filepath.Join(tmp, p)), 0o755)).To(Succeed())
 		g.Expect(os.WriteFile(filepath.Join(tmp, p), raw, 0o644)).To(Succeed())
 	}
 	g.Expect(Render(tmp)).To(Succeed())
-	for _, p := range []string{JSONPath, PagePath} {
+	for _, p := range files {
+		if p == LimitsPath {
+			continue
+		}
 		want, err := os.ReadFile(filepath.Join(root, p))
 		g.Expect(err).NotTo(HaveOccurred())
 		got, err := os.ReadFile(filepath.Join(tmp, p))
@@ -52,4 +61,120 @@ func TestProfilesAreTheSandboxs(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(ProfileTuned).To(Equal(string(sandbox.ProfileTuned)))
 	g.Expect(ProfileStock).To(Equal(string(sandbox.ProfileStock)))
+}
+
+// Scenario 6's targets hold the re-checks against the images the node status leaves out,
+// and its section renders what the refresh cost.
+func TestWarmRefresh(t *testing.T) {
+	g := NewWithT(t)
+	p := &Phase{Name: "scenario 6, default caps", Pairs: 100, Seconds: 3,
+		Requests: RequestDelta{ByVerbResource: map[string]int{"create jobs": 2, "delete jobs": 2, "patch imagecaches": 3, "list nodes": 1}, Total: 8},
+		Metrics:  map[string]float64{`kubefledged_image_pulls_total{result="succeeded"}`: 5},
+		Jobs:     JobFigures{Created: 2, Succeeded: 2, Pairs: 5, PairsDone: 5},
+		Status:   &StatusFigures{Status: "Succeeded", Counts: v1alpha2.Counts{Desired: 100, AlreadyPresent: 95, Succeeded: 5}}}
+	w := &WarmResult{Nodes: 2, Images: 50, Pairs: 100, OtherImagesMax: 5, ReportedPairs: 95, UnreportedPairs: 5,
+		NodesByUnreported: map[string]int{"0": 1, "5": 1}, RecheckedPairs: 5, RecheckedMaxPerNode: 5, WritesPerPair: 0.07, Phase: p}
+	r := &Report{}
+	r.Scenarios.WarmRefresh = w
+	byFigure := func() map[string]Target {
+		out := map[string]Target{}
+		for _, t := range r.EvalTargets() {
+			g.Expect(t.Scenario).To(Equal("6"))
+			out[t.Figure] = t
+		}
+		return out
+	}
+	targets := byFigure()
+	g.Expect(targets).To(HaveKeyWithValue("API writes per (image, node) in a warm refresh", HaveField("Value", "0.070 (7 writes, 100 pairs)")))
+	g.Expect(targets).To(HaveKeyWithValue("images re-checked per node equals the images not in node status", HaveField("Pass", "pass")))
+	g.Expect(targets).To(HaveKeyWithValue("re-checks that found the image (pull succeeded; none failed)", HaveField("Pass", "pass")))
+
+	md := r.Markdown(nil)
+	g.Expect(md).To(ContainSubstring("## Scenario 6: warm refresh of 2 nodes × 50 images"))
+	g.Expect(md).To(ContainSubstring("| nodes by cached images left out of their status | 0: 1 nodes, 5: 1 nodes |"))
+	g.Expect(md).To(ContainSubstring("| `patch imagecaches` | 3 |"))
+
+	// A node re-checked an image its status lists, another not one it leaves out.
+	w.NodesMismatched, w.RecheckedPairs = []string{"n0", "n1"}, 5
+	g.Expect(byFigure()["images re-checked per node equals the images not in node status"].Pass).To(Equal("FAIL"))
+	w.NodesMismatched, w.RecheckedPairs = nil, 6
+	g.Expect(byFigure()["images re-checked per node equals the images not in node status"].Pass).To(Equal("FAIL"))
+	// A re-check that did not find its image.
+	p.Metrics[`kubefledged_image_pulls_total{result="succeeded"}`] = 4
+	g.Expect(byFigure()["re-checks that found the image (pull succeeded; none failed)"].Pass).To(Equal("FAIL"))
+}
+
+// coldRun is a scenario 1 on the given profile whose non-binding run took the given
+// ratio of its floor.
+func coldRun(profile string, ratio float64) *ColdResult {
+	run := RunInfo{Started: "2026-12-04T00:00:00Z", Config: Config{Profile: profile}}
+	return &ColdResult{Run: run, Nodes: 10, Images: 2, Pairs: 20, Floor: &FloorResult{Jobs: 20, Seconds: 100},
+		Runs: []*Phase{{Name: "scenario 1, " + OpenCapsName, Caps: Caps{Name: OpenCapsName}, Pairs: 20, Seconds: 100 * ratio, RatioToFloor: ratio}}}
+}
+
+// The tuned run's figures stand beside the main run's, in the targets and in scenario 1's
+// table, and the page says "not run" where it has none.
+func TestTunedColumn(t *testing.T) {
+	g := NewWithT(t)
+	r := &Report{}
+	r.Scenarios.ColdCache = coldRun(ProfileStock, 0.1)
+	r.Targets = r.EvalTargets()
+	const ratioRow = "| 1 non-binding caps | time to final status / floor | 0.10x (10 s / 100 s) | ≤ 0.2x (1/5 of the Job-per-pair floor) | pass |"
+
+	md := r.Markdown(nil)
+	g.Expect(md).To(ContainSubstring(ratioRow + " not run |"))
+	g.Expect(md).To(ContainSubstring("| figure | floor (bare Jobs) | scenario 1, non-binding caps | tuned profile |"))
+	g.Expect(md).To(ContainSubstring("| time (s) | 100.0 | 10.0 | not run |"))
+
+	tuned := &Report{Generated: "2026-12-04T01:00:00Z"}
+	tuned.Scenarios.ColdCache = coldRun(ProfileTuned, 1.5)
+	tuned.Scenarios.FastPods = &FastResult{Exact: true, Runs: []*FastRun{{Exact: true}}, Run: RunInfo{Config: Config{FastRuns: 1}}}
+	tuned.Targets = tuned.EvalTargets()
+	r.Tuned = tuned
+	md = r.Markdown(nil)
+	// Scenario 1's target depends on the profile: the tuned cell names its own.
+	g.Expect(md).To(ContainSubstring(ratioRow + " 1.50x (150 s / 100 s); FAIL (target ≤ 1.25x) |"))
+	g.Expect(md).To(ContainSubstring("| 1 non-binding caps | Job writes per (image, node) | 0.00 | ≤ 2 | pass | 0.00; pass |"))
+	// A figure only the tuned run measured comes with its scenario, after the main run's.
+	g.Expect(md).To(ContainSubstring("| 4 | runs with every result seen, none failed or pending | not run | every run | — | 1 of 1; pass |"))
+	g.Expect(strings.Index(md, "| 4 | runs with")).To(BeNumerically(">", strings.Index(md, "| 1 non-binding caps | controller peak RSS")))
+	g.Expect(md).To(ContainSubstring("| figure | floor (bare Jobs) | scenario 1, non-binding caps | tuned: floor (bare Jobs) | tuned: scenario 1, non-binding caps |"))
+	g.Expect(md).To(ContainSubstring("| time (s) | 100.0 | 10.0 | 100.0 | 150.0 |"))
+	g.Expect(md).To(ContainSubstring("| ratio to floor | 1 | 0.10x | 1 | 1.50x |"))
+	g.Expect(md).To(ContainSubstring("on the tuned control plane; the *tuned* columns, 10 nodes × 2 images"))
+	g.Expect(md).To(ContainSubstring("from `docs/benchmarks-tuned.json` (written 2026-12-04T01:00:00Z"))
+}
+
+// A tuned run writes its own file, which Render reads beside the main one and writes
+// back with its targets evaluated.
+func TestRenderReadsTuned(t *testing.T) {
+	g := NewWithT(t)
+	root := t.TempDir()
+	g.Expect(os.MkdirAll(filepath.Join(root, "docs"), 0o755)).To(Succeed())
+	g.Expect(JSONPathOf(ProfileStock)).To(Equal(JSONPath))
+	g.Expect(JSONPathOf("")).To(Equal(JSONPath))
+	g.Expect(JSONPathOf(ProfileTuned)).To(Equal(TunedJSONPath))
+
+	stock := &Report{Config: Config{Profile: ProfileStock}}
+	stock.Scenarios.ColdCache = coldRun(ProfileStock, 0.1)
+	g.Expect(stock.WriteJSON(root)).To(Succeed())
+	g.Expect(Render(root)).To(Succeed())
+	page, err := os.ReadFile(filepath.Join(root, PagePath))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(page)).To(ContainSubstring("there is none yet"))
+	g.Expect(filepath.Join(root, TunedJSONPath)).NotTo(BeAnExistingFile())
+
+	tuned := &Report{Config: Config{Profile: ProfileTuned}}
+	tuned.Scenarios.ColdCache = coldRun(ProfileTuned, 0.5)
+	g.Expect(tuned.WriteJSON(root)).To(Succeed())
+	g.Expect(Render(root)).To(Succeed())
+	page, err = os.ReadFile(filepath.Join(root, PagePath))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(page)).To(ContainSubstring("| 0.50x (50 s / 100 s); pass (target ≤ 1.25x) |"))
+	back, err := Read(filepath.Join(root, TunedJSONPath))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(back.Targets).To(ContainElement(HaveField("Value", "0.50x (50 s / 100 s)")))
+	main, err := Read(filepath.Join(root, JSONPath))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(main.Scenarios.ColdCache.Runs[0].RatioToFloor).To(Equal(0.1))
 }
