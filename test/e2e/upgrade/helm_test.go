@@ -174,7 +174,8 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(ours.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
 		"--image-cache-refresh-frequency=20m", "--image-pull-deadline-duration=3m",
 		"--image-pull-policy=IfNotPresent", "--job-retention-policy=delete"))
-	jobsSeen := recordJobs(t, kube)
+	jobLog := framework.RecordJobs(t, kube, "", nil)
+	seen := func() []string { return jobsSeen(jobLog) }
 	statuses := recordStatuses(t, c)
 	runOurs(t, g, c, ours)
 	ourWebhookAdmits(g, c, p.ns)
@@ -210,10 +211,10 @@ func TestFromHelmRelease(t *testing.T) {
 		"created pull busybox:1.36.1 sandbox-node-1",
 		"deleted pull busybox:1.36.1 sandbox-node-1",
 	}
-	g.Eventually(jobsSeen.seen).WithTimeout(10*time.Second).WithPolling(poll).Should(ContainElement(wantJobs[0]),
+	g.Eventually(seen).WithTimeout(10*time.Second).WithPolling(poll).Should(ContainElement(wantJobs[0]),
 		"our start-up clean-up did not delete the original's leftover Job")
-	g.Eventually(jobsSeen.seen).WithTimeout(10 * time.Second).WithPolling(poll).Should(HaveLen(len(wantJobs)))
-	g.Consistently(jobsSeen.seen).WithTimeout(2*time.Second).WithPolling(poll).Should(Equal(wantJobs), "Jobs created and deleted")
+	g.Eventually(seen).WithTimeout(10 * time.Second).WithPolling(poll).Should(HaveLen(len(wantJobs)))
+	g.Consistently(seen).WithTimeout(2*time.Second).WithPolling(poll).Should(Equal(wantJobs), "Jobs created and deleted")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(leftover), &batchv1.Job{}))).To(BeTrue())
 
 	for k, want := range specs {
