@@ -80,7 +80,7 @@ func TestFromHelmRelease(t *testing.T) {
 	// The CRD comes with the chart (crds/); created first, so that the
 	// caches are written before the original's webhook, which refuses
 	// everything on this sandbox, exists. Helm then leaves it be.
-	createCRD(t, g, c, filepath.Join(originalChart, "crds", "imagecaches.yaml"))
+	g.Expect(framework.CreateCRDs(ctx, sandbox.Get().Config(), filepath.Join(originalChart, "crds", "imagecaches.yaml"))).To(Succeed())
 	then := time.Now().Add(-time.Hour).Truncate(time.Second)
 	origSucceeded := originalStatus{status: "Succeeded", reason: "ImageCacheCreate",
 		message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully, started: then, completed: then.Add(20 * time.Second)}

@@ -60,8 +60,8 @@ func TestFromOperator(t *testing.T) {
 	// --- The cluster as the original operator left it. ---
 	freshCRDs(t, g, c)
 	namespaces(t, c, p.ns)
-	createCRD(t, g, c, fixture("operator-v0.10/kubefledgeds-crd.yaml"))
-	createCRD(t, g, c, filepath.Join(originalChart, "crds", "imagecaches.yaml"))
+	g.Expect(framework.CreateCRDs(ctx, sandbox.Get().Config(),
+		fixture("operator-v0.10/kubefledgeds-crd.yaml"), filepath.Join(originalChart, "crds", "imagecaches.yaml"))).To(Succeed())
 	then := time.Now().Add(-time.Hour).Truncate(time.Second)
 	origStatus := originalStatus{status: "Succeeded", reason: "ImageCacheRefresh",
 		message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully, started: then, completed: then.Add(5 * time.Second)}

@@ -85,18 +85,6 @@ func freshCRDs(t *testing.T, g Gomega, c client.Client) {
 	}
 }
 
-// createCRD creates a CRD from a file, as `kubectl create -f` would, and
-// waits until it is served.
-func createCRD(t *testing.T, g Gomega, c client.Client, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	g.Expect(err).NotTo(HaveOccurred())
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(yaml.UnmarshalStrict(raw, crd)).To(Succeed())
-	g.Expect(c.Create(context.Background(), crd)).To(Succeed())
-	framework.WaitEstablished(g, c, crd.Name, timeout)
-}
-
 // kubeletImages lists images as a kubelet reports them in status.images:
 // fully qualified, under a repo digest and the tag.
 func kubeletImages(refs ...string) []corev1.ContainerImage {
