@@ -51,7 +51,7 @@ var releaseKinds = []schema.GroupVersionResource{
 // converge to the resource's spec, and no object of the release may be
 // deleted at any time.
 func TestOperatorKilledDuringUpgrade(t *testing.T) {
-	e := chaos.Setup(t, builder)
+	e := chaos.Setup(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	kills := 3
