@@ -42,14 +42,15 @@ func Main(m *testing.M, suffix string, o sandbox.Options) {
 	built.done = make(chan struct{})
 	go func() {
 		defer close(built.done)
-		root, err := repo.Root()
-		if err != nil {
-			built.err = err
+		// Each suite links into a path of its own: two packages linking into one
+		// path at once could exec a half-written file.
+		built.path, built.err = repo.Path("bin", "kubefledged-"+suffix)
+		if built.err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		built.path, built.err = Build(ctx, root, suffix)
+		built.err = repo.Build(ctx, ".", built.path)
 	}()
 	sandbox.Main(m, o)
 }

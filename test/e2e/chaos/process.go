@@ -16,7 +16,6 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,23 +50,6 @@ func Rand(t testing.TB) *rand.Rand {
 	}
 	t.Logf("seed %d (set %s to replay the same kill points)", seed, SeedEnv)
 	return rand.New(rand.NewSource(seed))
-}
-
-// Build builds the kubefledged binary of the repository at root into
-// bin/kubefledged-<suffix>. Each test package uses its own suffix: two
-// packages linking into one path at once could exec a half-written file.
-func Build(ctx context.Context, root, suffix string) (string, error) {
-	out := filepath.Join(root, "bin", "kubefledged-"+suffix)
-	// Built as the image and `make build` build it (static, trimmed paths):
-	// every test that builds the binary then shares one set of compiled
-	// packages in the build cache, which matters on a cold CI machine.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return out, nil
 }
 
 // Line is one line of a child's output, stamped when it arrived. Logs carry

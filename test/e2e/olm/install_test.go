@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -288,13 +289,7 @@ func binary(t *testing.T) string {
 	buildOnce.Do(func() {
 		begin := time.Now()
 		built = filepath.Join(sandbox.Get().Dir(), "kubefledged")
-		// Static, like the image: shares compiled packages with the other builds.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", built, ".")
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = repo.Build(context.Background(), ".", built)
 		t.Logf("binary built in %s", time.Since(begin).Round(time.Millisecond))
 	})
 	if buildErr != nil {
@@ -545,7 +540,7 @@ func startBinary(t *testing.T, bin string, args []string, env map[string]string)
 	t.Helper()
 	p := &process{done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir = repo
+	p.cmd.Dir = repoRoot
 	p.home = t.TempDir()
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.home}
 	for k, v := range env {

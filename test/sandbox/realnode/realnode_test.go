@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode/host"
 )
@@ -200,7 +201,7 @@ func runPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Nod
 func probeAPI(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Node) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "apiprobe")
-	if err := BuildStatic(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/apiprobe", bin); err != nil {
+	if err := repo.Build(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/apiprobe", bin); err != nil {
 		t.Fatal(err)
 	}
 	img, err := BinaryImage(bin, "/apiprobe")
