@@ -8,15 +8,10 @@ package operator_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +37,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/internal/pki"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -217,20 +213,13 @@ func caBundle(g Gomega) []byte {
 
 func selfSignedPEM(t *testing.T) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubefledged-test-ca"},
+	ca, err := pki.Sign(&x509.Certificate{Subject: pkix.Name{CommonName: "kubefledged-test-ca"},
 		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		KeyUsage: x509.KeyUsageCertSign}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return ca.CertPEM
 }
 
 // kubectl runs the repository's kubectl against the sandbox, when built.
