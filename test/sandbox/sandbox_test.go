@@ -34,6 +34,25 @@ func clientFor(t *testing.T, s *Sandbox) kubernetes.Interface {
 	return c
 }
 
+// inNamespace makes t a parallel test with a namespace of its own in the shared sandbox,
+// and returns a client and the namespace.
+func inNamespace(t *testing.T) (kubernetes.Interface, string) {
+	t.Helper()
+	t.Parallel()
+	c := clientFor(t, Get())
+	return c, namespace(t, c)
+}
+
+// runJob is inNamespace with job created in the namespace.
+func runJob(t *testing.T, job *batchv1.Job) (kubernetes.Interface, string) {
+	t.Helper()
+	c, ns := inNamespace(t)
+	if _, err := c.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns
+}
+
 // namespace creates a fresh namespace and waits for its default ServiceAccount, without
 // which bare pods are refused at admission.
 func namespace(t *testing.T, c kubernetes.Interface) string {
@@ -74,15 +93,10 @@ func jobPods(ctx context.Context, c kubernetes.Interface, ns, job string) ([]cor
 }
 
 func TestJobOnFakeNodeCompletes(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
-
+	c, ns := runJob(t, pinnedJob("ok", "sandbox-node-1", "registry.example/app:1.0"))
 	begin := time.Now()
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("ok", "sandbox-node-1", "registry.example/app:1.0"), metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() int32 {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, "ok", metav1.GetOptions{})
 		if err != nil {
@@ -121,15 +135,10 @@ func waitingReason(st corev1.ContainerStatus) string {
 }
 
 func TestFailPrefixImageBacksOff(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	image := FailPrefix + "missing:1"
-
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("bad", "sandbox-node-0", image), metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, pinnedJob("bad", "sandbox-node-0", image))
 
 	var reasons []string
 	var pod corev1.Pod
@@ -167,17 +176,13 @@ func TestFailPrefixImageBacksOff(t *testing.T) {
 // exit 0 while that one waits, as a node pull Job's do on a kubelet: each container has a
 // state of its own.
 func TestFailPrefixImageBesideGoodOnes(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	job := pinnedJob("mixed", "sandbox-node-0", "registry.example/good:1")
 	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
 		corev1.Container{Name: "bad", Image: FailPrefix + "missing:1", Command: []string{"true"}},
 		corev1.Container{Name: "good2", Image: "registry.example/good:2", Command: []string{"true"}})
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, job)
 	g.Eventually(func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "mixed") }, 20*time.Second, 50*time.Millisecond).
 		Should(Equal(map[string]string{"pull": "exit 0", "bad": "ImagePullBackOff", "good2": "exit 0"}))
 }
@@ -203,16 +208,12 @@ func pendingJobStates(ctx context.Context, g Gomega, c kubernetes.Interface, ns,
 // An image under HangPrefix never finishes pulling: its container waits without an error while
 // its siblings exit 0, and the pod stays Pending.
 func TestHangPrefixImage(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	job := pinnedJob("hangs", "sandbox-node-0", "registry.example/good:1")
 	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
 		corev1.Container{Name: "slow", Image: HangPrefix + "slow:1", Command: []string{"true"}})
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, job)
 	states := func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "hangs") }
 	want := map[string]string{"pull": "exit 0", "slow": "ContainerCreating"}
 	g.Eventually(states, 20*time.Second, 50*time.Millisecond).Should(Equal(want))
@@ -221,11 +222,9 @@ func TestHangPrefixImage(t *testing.T) {
 
 // An init container that cannot be pulled blocks the pod's containers, as on a kubelet.
 func TestFailPrefixInitContainer(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
+	c, ns := inNamespace(t)
 	image := FailPrefix + "init:2"
 	_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p"},
@@ -496,15 +495,10 @@ func TestStartFailureReportsLogAndCleansUp(t *testing.T) {
 }
 
 func TestRunFailPrefix(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	image := RunFailPrefix + "broken:1"
-
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("crash", "sandbox-node-0", image), metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, pinnedJob("crash", "sandbox-node-0", image))
 	g.Eventually(func() bool {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, "crash", metav1.GetOptions{})
 		if err != nil {
