@@ -50,31 +50,34 @@ type parsed struct {
 }
 
 func parse(m *Material) (*parsed, error) {
-	ca, err := parseCert(m.CACert)
+	ca, caKey, err := parsePair(m.CACert, m.CAKey, KeyCA, KeyCAKey)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyCA, err)
+		return nil, err
 	}
-	caKey, err := parseKey(m.CAKey)
+	leaf, _, err := parsePair(m.Cert, m.Key, KeyCert, KeyKey)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyCAKey, err)
-	}
-	if !samePublicKey(ca.PublicKey, caKey.Public()) {
-		return nil, fmt.Errorf("%s does not belong to %s", KeyCAKey, KeyCA)
-	}
-	leaf, err := parseCert(m.Cert)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyCert, err)
-	}
-	key, err := parseKey(m.Key)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyKey, err)
-	}
-	if !samePublicKey(leaf.PublicKey, key.Public()) {
-		return nil, fmt.Errorf("%s does not belong to %s", KeyKey, KeyCert)
+		return nil, err
 	}
 	// The bundle is not parsed here: a broken one is repaired from the CA,
 	// not a reason to start over.
 	return &parsed{ca: ca, caKey: caKey, leaf: leaf}, nil
+}
+
+// parsePair parses a certificate and its key, which must belong to it; errors name them
+// by their keys in the Secret.
+func parsePair(certPEM, keyPEM []byte, certName, keyName string) (*x509.Certificate, crypto.Signer, error) {
+	cert, err := parseCert(certPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", certName, err)
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", keyName, err)
+	}
+	if !samePublicKey(cert.PublicKey, key.Public()) {
+		return nil, nil, fmt.Errorf("%s does not belong to %s", keyName, certName)
+	}
+	return cert, key, nil
 }
 
 func parseCert(b []byte) (*x509.Certificate, error) {
