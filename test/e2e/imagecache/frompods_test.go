@@ -33,18 +33,16 @@ import (
 func TestFromPodsFollowsADeployment(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "follow-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: pool, Effect: corev1.TaintEffectNoSchedule}
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel, Taints: []corev1.Taint{taint}},
-		sandbox.NodeSpec{Name: pool + "-b", Labels: sel, Taints: []corev1.Taint{taint}})
+	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: "cache-only", Effect: corev1.TaintEffectNoSchedule}
+	pool, sel := nodePool(t, g, "follow", sandbox.NodeSpec{Name: "a", Taints: []corev1.Taint{taint}},
+		sandbox.NodeSpec{Name: "b", Taints: []corev1.Taint{taint}})
 	poolNodes := []string{pool + "-a", pool + "-b"}
 	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 
 	key := client.ObjectKey{Namespace: ns, Name: "follows-web"}
 	l := withSelector(sel, "busybox:1.36")
-	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: pool, Effect: taint.Effect}}
+	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
 	l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())

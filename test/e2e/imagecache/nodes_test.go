@@ -3,6 +3,7 @@ package imagecache_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -34,14 +35,24 @@ func addNodes(t *testing.T, g Gomega, specs ...sandbox.NodeSpec) {
 	})
 }
 
-// nodePool adds two Ready nodes, <prefix>-xxxx-a and -b, labelled pool=<name>,
-// and returns the name and the selector. Other tests of the package add and
-// remove nodes meanwhile: a test that counts nodes counts its own.
-func nodePool(t *testing.T, g Gomega, prefix string) (string, map[string]string) {
+// nodePool adds nodes labelled pool=<prefix>-xxxx and returns the pool's name and
+// selector. Each spec names a node by its suffix (<pool>-<Name>) and may add labels and
+// whatever else a NodeSpec says; with none, two Ready nodes, a and b. Other tests of the
+// package add and remove nodes meanwhile: a test that counts nodes counts its own.
+func nodePool(t *testing.T, g Gomega, prefix string, specs ...sandbox.NodeSpec) (string, map[string]string) {
 	t.Helper()
 	pool := prefix + "-" + rand.String(4)
 	sel := map[string]string{"pool": pool}
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	if len(specs) == 0 {
+		specs = []sandbox.NodeSpec{{Name: "a"}, {Name: "b"}}
+	}
+	for i := range specs {
+		specs[i].Name = pool + "-" + specs[i].Name
+		labels := maps.Clone(sel)
+		maps.Copy(labels, specs[i].Labels)
+		specs[i].Labels = labels
+	}
+	addNodes(t, g, specs...)
 	return pool, sel
 }
 
@@ -164,14 +175,12 @@ func TestNewNodes(t *testing.T) {
 func TestNodeChoice(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "choice-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	addNodes(t, g,
-		sandbox.NodeSpec{Name: pool + "-ok", Labels: sel},
-		sandbox.NodeSpec{Name: pool + "-cordoned", Labels: sel, Unschedulable: true},
-		sandbox.NodeSpec{Name: pool + "-notready", Labels: sel, NotReady: true},
-		sandbox.NodeSpec{Name: pool + "-gpu", Labels: sel, Taints: []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}},
-		sandbox.NodeSpec{Name: pool + "-nohost", Labels: sel, NoHostnameLabel: true},
+	pool, sel := nodePool(t, g, "choice",
+		sandbox.NodeSpec{Name: "ok"},
+		sandbox.NodeSpec{Name: "cordoned", Unschedulable: true},
+		sandbox.NodeSpec{Name: "notready", NotReady: true},
+		sandbox.NodeSpec{Name: "gpu", Taints: []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}},
+		sandbox.NodeSpec{Name: "nohost", NoHostnameLabel: true},
 	)
 	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)

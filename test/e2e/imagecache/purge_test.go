@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -24,13 +23,11 @@ import (
 func TestPurgeReachesEveryNode(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "purge-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	addNodes(t, g,
-		sandbox.NodeSpec{Name: pool + "-ok", Labels: sel},
-		sandbox.NodeSpec{Name: pool + "-cordoned", Labels: sel, Unschedulable: true},
-		sandbox.NodeSpec{Name: pool + "-notready", Labels: sel, NotReady: true},
-		sandbox.NodeSpec{Name: pool + "-windows", Labels: map[string]string{"pool": pool, corev1.LabelOSStable: "windows"}},
+	pool, sel := nodePool(t, g, "purge",
+		sandbox.NodeSpec{Name: "ok"},
+		sandbox.NodeSpec{Name: "cordoned", Unschedulable: true},
+		sandbox.NodeSpec{Name: "notready", NotReady: true},
+		sandbox.NodeSpec{Name: "windows", Labels: map[string]string{corev1.LabelOSStable: "windows"}},
 	)
 	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
