@@ -453,7 +453,7 @@ func TestSecondSandboxAndPullDelay(t *testing.T) {
 	stopped = true
 	g.Expect(s2.Stop()).To(Succeed(), "Stop is idempotent")
 	for _, p := range procs {
-		g.Expect(syscall.Kill(p.cmd.Process.Pid, 0)).To(HaveOccurred(), p.name+" still runs")
+		g.Expect(syscall.Kill(p.PID(), 0)).To(HaveOccurred(), p.name+" still runs")
 	}
 	_, err = os.Stat(dir)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "temp dir removed")

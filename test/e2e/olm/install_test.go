@@ -3,6 +3,7 @@ package olm_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/proc"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -488,10 +490,9 @@ func condition(u *unstructured.Unstructured, typ string) string {
 
 // process is the operator binary running in the background.
 type process struct {
-	cmd     *exec.Cmd
+	child   *proc.Child
 	mu      sync.Mutex
 	out     bytes.Buffer
-	done    chan error
 	stopped bool
 	// home is $HOME, which is on the image's read-only root filesystem.
 	home string
@@ -520,15 +521,18 @@ func (p *process) tail() string {
 // stop sends SIGTERM, as the kubelet does, and waits for the exit code.
 func (p *process) stop(grace time.Duration) (int, error) {
 	p.stopped = true
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(p.child.PID(), syscall.SIGTERM); err != nil {
 		return -1, err
 	}
 	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), nil
+	case <-p.child.Done():
+		var exit *exec.ExitError
+		if errors.As(p.child.Err(), &exit) {
+			return exit.ExitCode(), nil
+		}
+		return 0, p.child.Err()
 	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.child.Kill()
 		return -1, fmt.Errorf("no exit within %s of SIGTERM", grace)
 	}
 }
@@ -538,31 +542,29 @@ func (p *process) stop(grace time.Duration) (int, error) {
 // only the container's environment (plus PATH and a scratch HOME).
 func startBinary(t *testing.T, bin string, args []string, env map[string]string) *process {
 	t.Helper()
-	p := &process{done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir = repoRoot
-	p.home = t.TempDir()
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.home}
+	p := &process{home: t.TempDir()}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = repoRoot
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.home}
 	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = p, p
+	var err error
+	if p.child, err = proc.Run(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		if !p.stopped {
-			_ = p.cmd.Process.Kill()
-			<-p.done
+			p.child.Kill()
 		}
 		if t.Failed() {
 			t.Logf("operator output:\n%s", p.output())
 		}
 	})
 	select {
-	case err := <-p.done:
-		t.Fatalf("the operator exited at once (%v):\n%s", err, p.output())
+	case <-p.child.Done():
+		t.Fatalf("the operator exited at once (%v):\n%s", p.child.Err(), p.output())
 	case <-time.After(500 * time.Millisecond):
 	}
 	return p
