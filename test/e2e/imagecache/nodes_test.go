@@ -56,6 +56,16 @@ func nodePool(t *testing.T, g Gomega, prefix string, specs ...sandbox.NodeSpec) 
 	return pool, sel
 }
 
+// mixedNodes are a node of each state a Job can or cannot reach, ok, cordoned and
+// notready, for nodePool, and then more.
+func mixedNodes(more ...sandbox.NodeSpec) []sandbox.NodeSpec {
+	return append([]sandbox.NodeSpec{
+		{Name: "ok"},
+		{Name: "cordoned", Unschedulable: true},
+		{Name: "notready", NotReady: true},
+	}, more...)
+}
+
 func withSelector(sel map[string]string, images ...string) v1alpha2.CacheSpecImages {
 	return v1alpha2.CacheSpecImages{Images: images, NodeSelector: sel}
 }
@@ -175,13 +185,10 @@ func TestNewNodes(t *testing.T) {
 func TestNodeChoice(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool, sel := nodePool(t, g, "choice",
-		sandbox.NodeSpec{Name: "ok"},
-		sandbox.NodeSpec{Name: "cordoned", Unschedulable: true},
-		sandbox.NodeSpec{Name: "notready", NotReady: true},
+	pool, sel := nodePool(t, g, "choice", mixedNodes(
 		sandbox.NodeSpec{Name: "gpu", Taints: []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}},
 		sandbox.NodeSpec{Name: "nohost", NoHostnameLabel: true},
-	)
+	)...)
 	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 

@@ -23,12 +23,9 @@ import (
 func TestPurgeReachesEveryNode(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool, sel := nodePool(t, g, "purge",
-		sandbox.NodeSpec{Name: "ok"},
-		sandbox.NodeSpec{Name: "cordoned", Unschedulable: true},
-		sandbox.NodeSpec{Name: "notready", NotReady: true},
+	pool, sel := nodePool(t, g, "purge", mixedNodes(
 		sandbox.NodeSpec{Name: "windows", Labels: map[string]string{corev1.LabelOSStable: "windows"}},
-	)
+	)...)
 	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "purged"}
