@@ -97,13 +97,7 @@ func TestJobOnFakeNodeCompletes(t *testing.T) {
 	ctx := t.Context()
 	c, ns := runJob(t, pinnedJob("ok", "sandbox-node-1", "registry.example/app:1.0"))
 	begin := time.Now()
-	g.Eventually(func() int32 {
-		j, err := c.BatchV1().Jobs(ns).Get(ctx, "ok", metav1.GetOptions{})
-		if err != nil {
-			return -1
-		}
-		return j.Status.Succeeded
-	}, 30*time.Second, 50*time.Millisecond).Should(Equal(int32(1)))
+	g.Eventually(succeeded(ctx, c, ns, "ok"), 30*time.Second, 50*time.Millisecond).Should(Equal(int32(1)))
 	t.Logf("Job created -> status.succeeded=1 in %s", time.Since(begin).Round(time.Millisecond))
 
 	pods, err := jobPods(ctx, c, ns, "ok")
@@ -125,6 +119,17 @@ func TestJobOnFakeNodeCompletes(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(jobPods(ctx, c, ns, "ok")).To(BeEmpty())
+}
+
+// succeeded polls how many of the Job's pods succeeded: -1 while it cannot be read.
+func succeeded(ctx context.Context, c kubernetes.Interface, ns, job string) func() int32 {
+	return func() int32 {
+		j, err := c.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			return -1
+		}
+		return j.Status.Succeeded
+	}
 }
 
 func waitingReason(st corev1.ContainerStatus) string {
@@ -383,13 +388,7 @@ func TestSetNodeReady(t *testing.T) {
 	g.Expect(n.Spec.Taints).To(BeEmpty())
 	g.Expect(n.Status.Images).To(Equal(images))
 	// And the held-back Job now runs.
-	g.Eventually(func() int32 {
-		j, err := c.BatchV1().Jobs(ns).Get(ctx, "stuck", metav1.GetOptions{})
-		if err != nil {
-			return -1
-		}
-		return j.Status.Succeeded
-	}, 30*time.Second, 100*time.Millisecond).Should(Equal(int32(1)))
+	g.Eventually(succeeded(ctx, c, ns, "stuck"), 30*time.Second, 100*time.Millisecond).Should(Equal(int32(1)))
 	g.Expect(s.DeleteNode(ctx, "flip")).To(Succeed())
 }
 
