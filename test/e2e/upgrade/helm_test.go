@@ -128,15 +128,7 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(os.WriteFile(valuesFile, raw, 0o600)).To(Succeed())
 
 	// --- 2. Remove the original's release, keep its CRD. ---
-	p.documented(t, stepUninstall)
-	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
-	uninstall.Wait, uninstall.Timeout = true, timeout
-	_, err = uninstall.Run(p.release)
-	g.Expect(err).NotTo(HaveOccurred())
-	p.mustShell(t, stepDeleteWebhook)
-	p.mustShell(t, stepDeleteDeploys)
-	g.Expect(p.mustShell(t, stepNothingLeft)).To(ContainSubstring("No resources found"))
-	originalGone(t, g, c, p)
+	removeOriginal(t, g, c, p)
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(leftover), &batchv1.Job{})).To(Succeed(),
 		"the original's Job outlives its release: our controller's clean-up is what removes it")
 

@@ -109,15 +109,7 @@ func TestFromOperator(t *testing.T) {
 	}
 
 	// --- 2. Remove the original's release, keep its CRD. ---
-	p.documented(t, stepUninstall)
-	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
-	uninstall.Wait, uninstall.Timeout = true, timeout
-	_, err := uninstall.Run(p.release)
-	g.Expect(err).NotTo(HaveOccurred())
-	p.mustShell(t, stepDeleteWebhook)
-	p.mustShell(t, stepDeleteDeploys)
-	g.Expect(p.mustShell(t, stepNothingLeft)).To(ContainSubstring("No resources found"))
-	originalGone(t, g, c, p)
+	removeOriginal(t, g, c, p)
 	g.Expect(kubeFledgedSpec(g, c, p.ns, cr.GetName())).To(Equal(crSpec), "the resource is kept")
 
 	// --- 3. Our CRDs over theirs. ---

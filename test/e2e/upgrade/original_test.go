@@ -262,6 +262,22 @@ func originalWebhookRefuses(g Gomega, c client.Client, ns string) {
 	}).WithTimeout(timeout).WithPolling(poll).Should(MatchError(ContainSubstring(`failed calling webhook "validate-image-cache.kubefledged.io"`)))
 }
 
+// removeOriginal runs the documented steps that remove the original's release and what
+// Helm leaves of it (the webhook configuration, the Deployments), the CRD kept, and checks
+// that nothing of the release is left.
+func removeOriginal(t *testing.T, g Gomega, c client.Client, p procedure) {
+	t.Helper()
+	p.documented(t, stepUninstall)
+	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
+	uninstall.Wait, uninstall.Timeout = true, timeout
+	_, err := uninstall.Run(p.release)
+	g.Expect(err).NotTo(HaveOccurred())
+	p.mustShell(t, stepDeleteWebhook)
+	p.mustShell(t, stepDeleteDeploys)
+	g.Expect(p.mustShell(t, stepNothingLeft)).To(ContainSubstring("No resources found"))
+	originalGone(t, g, c, p)
+}
+
 // originalGone checks that nothing the original's release made is left:
 // its Deployments and their pods, its Service, ServiceAccounts, ClusterRoles
 // and ClusterRoleBindings, its webhook configuration, and any binding of
