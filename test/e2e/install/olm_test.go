@@ -373,12 +373,8 @@ func (r *olmRun) waitCSV(name string) error {
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(sub.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "BundleUnpackFailed" && m["status"] == "True" {
-				return false, fmt.Errorf("the Subscription says: %v", m["message"])
-			}
+		if st, _, msg := framework.Condition(sub, "BundleUnpackFailed"); st == "True" {
+			return false, fmt.Errorf("the Subscription says: %v", msg)
 		}
 		csv, err := get(r.ctx, r.c, olmV1alpha1, "ClusterServiceVersion", operatorNS, name)
 		if err != nil {
@@ -562,17 +558,11 @@ func (r *olmRun) installFirstExample() (*unstructured.Unstructured, error) {
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "ReleaseFailed" && m["status"] == "True" {
-				return false, fmt.Errorf("release failed: %v", m["message"])
-			}
-			if m["type"] == "Deployed" && m["status"] == "True" {
-				return true, nil
-			}
+		if st, _, msg := framework.Condition(got, "ReleaseFailed"); st == "True" {
+			return false, fmt.Errorf("release failed: %v", msg)
 		}
-		return false, nil
+		st, _, _ := framework.Condition(got, "Deployed")
+		return st == "True", nil
 	})
 	return ex, err
 }

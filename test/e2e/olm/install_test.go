@@ -206,7 +206,8 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(cr.GroupVersionKind())
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cr), u)).To(Succeed())
-			g.Expect(condition(u, "Deployed")).To(Equal("True"), "status: %v", u.Object["status"])
+			deployed, _, _ := framework.Condition(u, "Deployed")
+			g.Expect(deployed).To(Equal("True"), "status: %v", u.Object["status"])
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed(), "operator log:\n%s", op.tail())
 		// The chart's own RBAC was created by the operator's identity, which
 		// RBAC allows only if the operator holds every permission it grants.
@@ -475,17 +476,6 @@ func httpStatus(url string) (int, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, nil
-}
-
-func condition(u *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]interface{}); ok && m["type"] == typ {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
 }
 
 // process is the operator binary running in the background.

@@ -141,24 +141,11 @@ func controllerDeployment(g Gomega, ns, policy string) *appsv1.Deployment {
 	return d
 }
 
-func condition(u *unstructured.Unstructured, typ string) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]interface{})
-		if m["type"] == typ {
-			s, _ := m["status"].(string)
-			r, _ := m["reason"].(string)
-			return s, r
-		}
-	}
-	return "", ""
-}
-
 func waitDeployed(g Gomega, key client.ObjectKey) *unstructured.Unstructured {
 	u := kubeFledged(key.Namespace, key.Name, nil)
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(context.Background(), key, u)).To(Succeed())
-		st, _ := condition(u, "Deployed")
+		st, _, _ := framework.Condition(u, "Deployed")
 		g.Expect(st).To(Equal("True"), "status: %v", u.Object["status"])
 		name, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "name")
 		g.Expect(name).To(Equal(key.Name))
@@ -274,7 +261,7 @@ func TestOperator(t *testing.T) {
 		g.Expect(d.Spec.Template.Spec.Containers[0].Args[0]).To(Equal("controller"))
 		g.Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal(release + "-controller"))
 		u := waitDeployed(g, key)
-		_, reason := condition(u, "Deployed")
+		_, reason, _ := framework.Condition(u, "Deployed")
 		g.Expect(reason).To(Equal("InstallSuccessful"))
 		g.Expect(u.GetFinalizers()).To(ContainElement("uninstall-helm-release"))
 		// Self mode renders no caBundle; the controller would inject one.
@@ -299,7 +286,7 @@ func TestOperator(t *testing.T) {
 		g.Expect(byOperator.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--job-retention-policy=delete"))
 		g.Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(context.Background(), key, u)).To(Succeed())
-			_, reason := condition(u, "Deployed")
+			_, reason, _ := framework.Condition(u, "Deployed")
 			g.Expect(reason).To(Equal("UpgradeSuccessful"))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 		t.Logf("upgrade seen in %s", time.Since(begin).Round(time.Millisecond))

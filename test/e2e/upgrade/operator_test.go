@@ -125,7 +125,7 @@ func TestFromOperator(t *testing.T) {
 	// --- 4. Our operator, given the same resource. ---
 	runOurOperator(t, g, c, p.ns, cr.GetName())
 	u := waitDeployed(g, c, p.ns, cr.GetName())
-	_, reason := deployedCondition(u)
+	_, reason, _ := framework.Condition(u, "Deployed")
 	g.Expect(reason).To(Equal("InstallSuccessful"), "our operator installs our chart afresh: the original's release is gone")
 	ours := deploymentArgs(g, c, p.ns, "fledged-kubefledged-controller")
 	g.Expect(ours).To(ContainElements("--image-cache-refresh-frequency=30m", "--job-retention-policy=retain",
@@ -177,7 +177,7 @@ func waitDeployed(g Gomega, c client.Client, ns, name string) *unstructured.Unst
 	u.SetGroupVersionKind(operator.KubeFledgedGVK)
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)).To(Succeed())
-		st, _ := deployedCondition(u)
+		st, _, _ := framework.Condition(u, "Deployed")
 		g.Expect(st).To(Equal("True"), "status: %v", u.Object["status"])
 		rel, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "name")
 		g.Expect(rel).To(Equal(name))
@@ -185,19 +185,6 @@ func waitDeployed(g Gomega, c client.Client, ns, name string) *unstructured.Unst
 		g.Expect(manifest).To(ContainSubstring("name: fledged-kubefledged-controller"), "the status still describes the original's release")
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	return u
-}
-
-func deployedCondition(u *unstructured.Unstructured) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, _ := cond.(map[string]interface{})
-		if m["type"] == "Deployed" {
-			s, _ := m["status"].(string)
-			r, _ := m["reason"].(string)
-			return s, r
-		}
-	}
-	return "", ""
 }
 
 // kubeFledgedSpec reads a KubeFledged resource's spec as the API serves it.

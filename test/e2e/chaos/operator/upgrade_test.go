@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
 	"github.com/kubefledged/kube-fledged/test/e2e/chaos"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 const release = "kubefledged" // the sample CR's name
@@ -177,12 +178,8 @@ func converged(e *chaos.Env, key client.ObjectKey, deadline string, w *releaseWa
 	if err := e.Client.Get(ctx, key, u); err != nil {
 		return err
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]interface{})
-		if m["type"] == "Deployed" && m["status"] == "True" {
-			return nil
-		}
+	if st, _, _ := framework.Condition(u, "Deployed"); st == "True" {
+		return nil
 	}
 	return fmt.Errorf("the resource is not Deployed: %v", u.Object["status"])
 }
