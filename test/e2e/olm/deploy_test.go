@@ -2,7 +2,6 @@ package olm_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -65,11 +64,8 @@ func TestKustomizeDeploy(t *testing.T) {
 
 	crNamespace := "kf-deploy-" + utilrand.String(5)
 	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crNamespace}})).To(Succeed())
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
+	cr, err := framework.SampleKubeFledged(crNamespace)
 	g.Expect(err).NotTo(HaveOccurred())
-	cr := &unstructured.Unstructured{}
-	g.Expect(yaml.Unmarshal(raw, &cr.Object)).To(Succeed())
-	cr.SetNamespace(crNamespace)
 
 	runOperatorPod(t, dep, cr)
 

@@ -106,20 +106,6 @@ func kubeFledged(ns, name string, spec map[string]interface{}) *unstructured.Uns
 	return u
 }
 
-func sample(t *testing.T, ns string) *unstructured.Unstructured {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	u.SetNamespace(ns)
-	return u
-}
-
 func specOf(t *testing.T, s string) map[string]interface{} {
 	t.Helper()
 	m := map[string]interface{}{}
@@ -256,7 +242,9 @@ func TestOperator(t *testing.T) {
 	t.Run("sample CR deploys the controller with delete", func(t *testing.T) {
 		g := NewWithT(t)
 		begin := time.Now()
-		g.Expect(k8s.Create(context.Background(), sample(t, ns))).To(Succeed())
+		kf, err := framework.SampleKubeFledged(ns)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(k8s.Create(context.Background(), kf)).To(Succeed())
 		d := controllerDeployment(g, ns, "delete")
 		g.Expect(d.Spec.Template.Spec.Containers[0].Args[0]).To(Equal("controller"))
 		g.Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal(release + "-controller"))

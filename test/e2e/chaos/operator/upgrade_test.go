@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
 	"github.com/kubefledged/kube-fledged/test/e2e/chaos"
@@ -66,11 +64,8 @@ func TestOperatorKilledDuringUpgrade(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	watch := watchRelease(t, dyn, ns)
 
-	raw, err := os.ReadFile(filepath.Join(e.Root, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
+	cr, err := framework.SampleKubeFledged(ns)
 	g.Expect(err).NotTo(HaveOccurred())
-	cr := &unstructured.Unstructured{}
-	g.Expect(yaml.Unmarshal(raw, &cr.Object)).To(Succeed())
-	cr.SetNamespace(ns)
 	key := client.ObjectKeyFromObject(cr)
 
 	n := 0
