@@ -121,6 +121,19 @@ func TestJobOnFakeNodeCompletes(t *testing.T) {
 	g.Expect(jobPods(ctx, c, ns, "ok")).To(BeEmpty())
 }
 
+// barePod creates a pod of spec named name on sandbox-node-0, with no controller, and returns
+// what reads it as it then is, for Eventually.
+func barePod(ctx context.Context, g Gomega, c kubernetes.Interface, ns, name string, spec corev1.PodSpec) func(Gomega) *corev1.Pod {
+	spec.NodeName = "sandbox-node-0"
+	_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return func(g Gomega) *corev1.Pod {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		return p
+	}
+}
+
 // succeeded polls how many of the Job's pods succeeded: -1 while it cannot be read.
 func succeeded(ctx context.Context, c kubernetes.Interface, ns, job string) func() int32 {
 	return func() int32 {
@@ -231,18 +244,12 @@ func TestFailPrefixInitContainer(t *testing.T) {
 	ctx := t.Context()
 	c, ns := inNamespace(t)
 	image := FailPrefix + "init:2"
-	_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p"},
-		Spec: corev1.PodSpec{
-			NodeName:       "sandbox-node-0",
-			InitContainers: []corev1.Container{{Name: "init", Image: image}},
-			Containers:     []corev1.Container{{Name: "main", Image: "registry.example/app:1.0"}},
-		},
-	}, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	pod := barePod(ctx, g, c, ns, "p", corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: image}},
+		Containers:     []corev1.Container{{Name: "main", Image: "registry.example/app:1.0"}},
+	})
 	g.Eventually(func(g Gomega) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
+		p := pod(g)
 		g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
 		g.Expect(p.Status.InitContainerStatuses).To(HaveLen(1))
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
@@ -520,17 +527,11 @@ func TestRunFailPrefix(t *testing.T) {
 	g.Expect(term.ExitCode).To(Equal(int32(1)))
 
 	// A restarting pod crash-loops instead, and never completes.
-	_, err = c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "loop"},
-		Spec: corev1.PodSpec{
-			NodeName:   "sandbox-node-0",
-			Containers: []corev1.Container{{Name: "c", Image: image}, {Name: "ok", Image: "registry.example/app:1.0"}},
-		},
-	}, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	pod := barePod(ctx, g, c, ns, "loop", corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: image}, {Name: "ok", Image: "registry.example/app:1.0"}},
+	})
 	g.Eventually(func(g Gomega) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "loop", metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
+		p := pod(g)
 		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(2))
 		g.Expect(waitingReason(p.Status.ContainerStatuses[0])).To(Equal("CrashLoopBackOff"))
