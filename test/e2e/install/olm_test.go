@@ -51,7 +51,6 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/olmbundle"
-	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
 
@@ -167,7 +166,7 @@ func TestOLM(t *testing.T) {
 			return err
 		}
 		t.Logf("olm: OLM %s from %s", version, dir)
-		if err := installOLMCRDs(ctx, sandbox.Get().Config(), dir); err != nil {
+		if err := installOLMCRDs(ctx, sb.Config(), dir); err != nil {
 			return err
 		}
 		for _, ns := range []*corev1.Namespace{
