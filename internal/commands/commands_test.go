@@ -213,16 +213,8 @@ func TestControllerAcceptsGlogFlags(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			g := NewWithT(t)
-			clearOriginalEnv(t)
-			var errb bytes.Buffer
-			o, err := controllerOptions(c.args, &errb)
-			g.Expect(err).NotTo(HaveOccurred())
+			o, lines := parsedControllerOptions(t, g, c.args, nil)
 			g.Expect(o.Verbosity).To(Equal(c.verbosity))
-			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
-			if len(c.wantWarn) == 0 {
-				g.Expect(errb.String()).To(BeEmpty())
-				return
-			}
 			g.Expect(lines).To(HaveLen(len(c.wantWarn)))
 			for i, name := range c.wantWarn {
 				g.Expect(lines[i]).To(HavePrefix("kubefledged controller: warning: --" + name + " is ignored"))
@@ -249,11 +241,8 @@ func TestControllerStartupTaint(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			g := NewWithT(t)
-			clearOriginalEnv(t)
-			var errb bytes.Buffer
-			o, err := controllerOptions(c.args, &errb)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(errb.String()).To(BeEmpty())
+			o, warnings := parsedControllerOptions(t, g, c.args, nil)
+			g.Expect(warnings).To(BeEmpty())
 			g.Expect(o.StartupTaint.String()).To(Equal(c.wantTaint))
 			g.Expect(o.StartupTaint.Value == nil).To(Equal(c.wantTaint == ""))
 			g.Expect(o.StartupTaintTimeout.Value).To(Equal(c.wantTimeout))
@@ -308,19 +297,8 @@ func TestControllerOriginalEnv(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := NewWithT(t)
-			clearOriginalEnv(t)
-			for k, v := range c.env {
-				t.Setenv(k, v)
-			}
-			var errb bytes.Buffer
-			o, err := controllerOptions(c.args, &errb)
-			g.Expect(err).NotTo(HaveOccurred())
+			o, lines := parsedControllerOptions(t, g, c.args, c.env)
 			g.Expect(o.HelperImage).To(Equal(c.wantHelper))
-			if len(c.wantWarn) == 0 {
-				g.Expect(errb.String()).To(BeEmpty())
-				return
-			}
-			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
 			g.Expect(lines).To(HaveLen(len(c.wantWarn)))
 			for i, w := range c.wantWarn {
 				g.Expect(lines[i]).To(HavePrefix("kubefledged controller: warning: " + w))
@@ -345,4 +323,22 @@ func TestOriginalImageRuleMatchesChart(t *testing.T) {
 		}
 	}
 	g.Expect(rules).To(ConsistOf(originalImage.String()))
+}
+
+// parsedControllerOptions parses args as the controller's flags, in an environment of
+// none of the original's variables but env, and returns the options and what was written
+// to stderr, a line each (warnings).
+func parsedControllerOptions(t *testing.T, g Gomega, args []string, env map[string]string) (*ControllerOptions, []string) {
+	t.Helper()
+	clearOriginalEnv(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var errb bytes.Buffer
+	o, err := controllerOptions(args, &errb)
+	g.Expect(err).NotTo(HaveOccurred())
+	if errb.Len() == 0 {
+		return o, nil
+	}
+	return o, strings.Split(strings.TrimSpace(errb.String()), "\n")
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -194,11 +193,8 @@ func TestBench(t *testing.T) {
 
 	binary := filepath.Join(outDir, "kubefledged-bench")
 	t.Logf("building the controller with a pprof listener into %s", binary)
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, "./test/bench/controller")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the controller: %v\n%s", err, out)
+	if err := repo.Build(context.Background(), "./test/bench/controller", binary); err != nil {
+		t.Fatalf("building the controller: %v", err)
 	}
 
 	if cfg.Runs(1) || cfg.Runs(2) || cfg.Runs(3) || cfg.Runs(5) {

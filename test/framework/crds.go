@@ -15,9 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // Our CRDs, files of config/crd/bases as `make manifests` generates them.
@@ -30,10 +31,23 @@ const (
 // second, a loaded two-core machine a good deal more.
 const crdTimeout = 60 * time.Second
 
-// InstallCRDs creates the named CRDs of config/crd/bases (one that exists already is kept)
-// and returns once the API server serves each: Established, and listed by discovery, which
-// is what a client's REST mapper reads and comes a moment later.
+// InstallCRDs creates the named CRDs of config/crd/bases, as CreateCRDs does.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {
+	var paths []string
+	for _, f := range files {
+		path, err := repo.Path("config", "crd", "bases", f)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, path)
+	}
+	return CreateCRDs(ctx, cfg, paths...)
+}
+
+// CreateCRDs creates the CRDs of the given YAML files (one that exists already is kept) and
+// returns once the API server serves each: Established, and listed by discovery, which is
+// what a client's REST mapper reads and comes a moment later.
+func CreateCRDs(ctx context.Context, cfg *rest.Config, paths ...string) error {
 	cs, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -42,10 +56,14 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range files {
-		crd, err := readCRD(f)
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
 		if err != nil {
 			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -56,22 +74,6 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {
 		}
 	}
 	return nil
-}
-
-func readCRD(file string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	path, err := repo.Path("config", "crd", "bases", file)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return crd, nil
 }
 
 func waitServed(ctx context.Context, cs apiextensionsclient.Interface, kube kubernetes.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {

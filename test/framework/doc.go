@@ -5,6 +5,6 @@
 // in it.
 //
 // The two leaf packages below it have no Kubernetes dependency, so that the sandbox itself
-// can use them: repo finds the repository's files, proc starts child processes that die
-// with the test binary.
+// can use them: repo finds the repository's files and builds its binaries, proc starts
+// child processes that die with the test binary.
 package framework

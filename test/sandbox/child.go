@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"syscall"
 	"time"
 )
 
@@ -50,9 +49,7 @@ func (c *Child) Failure() error { return c.p.failure() }
 // Kill SIGKILLs the child's group at once and waits for it, as the death of
 // the test binary would (Pdeathsig): tests of crash recovery use it.
 func (c *Child) Kill() {
-	if c == nil || c.p.exited() {
-		return
+	if c != nil {
+		c.p.Kill()
 	}
-	_ = syscall.Kill(-c.p.cmd.Process.Pid, syscall.SIGKILL)
-	<-c.p.done
 }

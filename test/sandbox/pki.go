@@ -2,19 +2,17 @@ package sandbox
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	certs "github.com/kubefledged/kube-fledged/internal/pki"
 )
 
 // keyPair is a certificate with its key, kept both parsed (to sign further certificates) and
@@ -129,83 +127,40 @@ func newPKI(dir string) (*pki, error) {
 	return p, nil
 }
 
-func newKey() (*ecdsa.PrivateKey, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
-}
-
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-}
-
+// newCA makes a self-signed CA.
 func newCA(cn string) (*keyPair, error) {
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
+	return signed(certs.Sign(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour), // tolerate small clock skew between processes
 		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, fmt.Errorf("create CA %s: %w", cn, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &keyPair{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}, nil
+	}, nil, nil))
 }
 
+// issue makes a certificate signed by the CA: a server's, or a client's in the groups orgs.
 func (ca *keyPair) issue(cn string, orgs []string, server bool, dns []string, ips []net.IP) (*keyPair, error) {
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
 	usage := x509.ExtKeyUsageClientAuth
 	if server {
 		usage = x509.ExtKeyUsageServerAuth
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     dns,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return nil, fmt.Errorf("issue %s: %w", cn, err)
-	}
-	cert, err := x509.ParseCertificate(der)
+	return signed(certs.Sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		DNSNames:    dns,
+		IPAddresses: ips,
+	}, ca.cert, ca.key))
+}
+
+func signed(s *certs.Signed, err error) (*keyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &keyPair{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}, nil
+	return &keyPair{cert: s.Cert, key: s.Key, certPEM: s.CertPEM, keyPEM: s.KeyPEM}, nil
 }

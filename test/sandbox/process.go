@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/kubefledged/kube-fledged/test/framework/proc"
@@ -19,11 +18,9 @@ import (
 
 // process is one child binary of the sandbox.
 type process struct {
+	*proc.Child
 	name    string
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once the child has been reaped
-	waitErr error         // valid after done is closed
 	// stopping is set when the sandbox itself stops the process, so that its exit is not
 	// reported as a crash.
 	stopping atomic.Bool
@@ -33,54 +30,29 @@ type process struct {
 // process group so Stop can signal anything it forks, and Pdeathsig so that a crashed or
 // killed test binary never leaves a control plane behind.
 func startProcess(logDir, name, bin string, args []string, env []string) (*process, error) {
+	cmd := exec.Command(bin, args...)
 	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := proc.AppendLog(logPath, cmd)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(logFile, "### %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), env...)
-	if err := proc.Start(cmd); err != nil {
+	c, err := proc.Run(cmd, func() { _ = logFile.Close() })
+	if err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return &process{Child: c, name: name, logPath: logPath}, nil
 }
 
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *process) exited() bool { return p.Exited() }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace. Only the group of a
-// child that has not been reaped is signalled, so a recycled pgid is never hit.
+// stop stops the process as the sandbox's own doing (see stopping).
 func (p *process) stop(grace time.Duration) {
 	p.stopping.Store(true)
-	if p.exited() {
-		return
-	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return
-	case <-time.After(grace):
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-p.done
+	p.Stop(grace)
 }
 
 // logTail returns the last n lines of the process's log, for error messages: a start-up
@@ -99,7 +71,7 @@ func (p *process) logTail(n int) string {
 
 // failure describes a process that exited when it should be running.
 func (p *process) failure() error {
-	return fmt.Errorf("%s exited early (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, p.logTail(40))
+	return fmt.Errorf("%s exited early (%v); last lines of %s:\n%s", p.name, p.Err(), p.logPath, p.logTail(40))
 }
 
 // addrInUse tells whether an early exit was a lost race for a port, which is worth a retry

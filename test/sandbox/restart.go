@@ -77,7 +77,7 @@ func (s *Sandbox) restart(ctx context.Context, name string, ready func(context.C
 	if old == nil {
 		return fmt.Errorf("sandbox: no running %s to restart", name)
 	}
-	args := append([]string{}, old.cmd.Args[1:]...)
+	args := append([]string{}, old.Args()[1:]...)
 	old.stop(stopGrace)
 
 	var lastErr error

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -544,14 +545,8 @@ func (s *Sandbox) startControllerManager(ctx context.Context) error {
 	pk := s.pki
 	kc := filepath.Join(pk.dir, "kcm.kubeconfig")
 	_, err := s.startWithRetry(ctx, "kube-controller-manager", 1, func(p []int) ([]string, error) {
-		return append([]string{
+		return slices.Concat(s.servingFlags(kc, p[0]), []string{
 			"--kubeconfig=" + kc,
-			"--authentication-kubeconfig=" + kc,
-			"--authorization-kubeconfig=" + kc,
-			"--bind-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", p[0]),
-			"--tls-cert-file=" + pk.servingCert,
-			"--tls-private-key-file=" + pk.servingKey,
 			"--leader-elect=false",
 			"--root-ca-file=" + pk.caCert,
 			"--service-account-private-key-file=" + pk.saKey,
@@ -564,9 +559,23 @@ func (s *Sandbox) startControllerManager(ctx context.Context) error {
 			// (node.kubernetes.io/not-ready) and cordoned ones as a real cluster does, so a
 			// pod pinned to a NotReady fake node stays Pending instead of kwok running it.
 			"--controllers=*,-nodeipam",
-		}, s.kcmTuning()...), nil
+		}, s.kcmTuning()), nil
 	}, func(ctx context.Context, p []int) (bool, error) { return s.healthz(ctx, p[0]) })
 	return err
+}
+
+// servingFlags are the flags of kcm's and the scheduler's secure port: on loopback, with
+// the sandbox's serving certificate, delegating authentication and authorization to the
+// API server through the component's kubeconfig kc.
+func (s *Sandbox) servingFlags(kc string, port int) []string {
+	return []string{
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file=" + s.pki.servingCert,
+		"--tls-private-key-file=" + s.pki.servingKey,
+	}
 }
 
 // kcmTuning is what ProfileTuned adds to kube-controller-manager's flags.
@@ -609,15 +618,7 @@ leaderElection:
 		return err
 	}
 	_, err := s.startWithRetry(ctx, "kube-scheduler", 1, func(p []int) ([]string, error) {
-		return []string{
-			"--config=" + cfgPath,
-			"--authentication-kubeconfig=" + kc,
-			"--authorization-kubeconfig=" + kc,
-			"--bind-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", p[0]),
-			"--tls-cert-file=" + pk.servingCert,
-			"--tls-private-key-file=" + pk.servingKey,
-		}, nil
+		return append(s.servingFlags(kc, p[0]), "--config="+cfgPath), nil
 	}, func(ctx context.Context, p []int) (bool, error) { return s.healthz(ctx, p[0]) })
 	return err
 }

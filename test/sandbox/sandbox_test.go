@@ -34,6 +34,25 @@ func clientFor(t *testing.T, s *Sandbox) kubernetes.Interface {
 	return c
 }
 
+// inNamespace makes t a parallel test with a namespace of its own in the shared sandbox,
+// and returns a client and the namespace.
+func inNamespace(t *testing.T) (kubernetes.Interface, string) {
+	t.Helper()
+	t.Parallel()
+	c := clientFor(t, Get())
+	return c, namespace(t, c)
+}
+
+// runJob is inNamespace with job created in the namespace.
+func runJob(t *testing.T, job *batchv1.Job) (kubernetes.Interface, string) {
+	t.Helper()
+	c, ns := inNamespace(t)
+	if _, err := c.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns
+}
+
 // namespace creates a fresh namespace and waits for its default ServiceAccount, without
 // which bare pods are refused at admission.
 func namespace(t *testing.T, c kubernetes.Interface) string {
@@ -74,22 +93,11 @@ func jobPods(ctx context.Context, c kubernetes.Interface, ns, job string) ([]cor
 }
 
 func TestJobOnFakeNodeCompletes(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
-
+	c, ns := runJob(t, pinnedJob("ok", "sandbox-node-1", "registry.example/app:1.0"))
 	begin := time.Now()
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("ok", "sandbox-node-1", "registry.example/app:1.0"), metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() int32 {
-		j, err := c.BatchV1().Jobs(ns).Get(ctx, "ok", metav1.GetOptions{})
-		if err != nil {
-			return -1
-		}
-		return j.Status.Succeeded
-	}, 30*time.Second, 50*time.Millisecond).Should(Equal(int32(1)))
+	g.Eventually(succeeded(ctx, c, ns, "ok"), 30*time.Second, 50*time.Millisecond).Should(Equal(int32(1)))
 	t.Logf("Job created -> status.succeeded=1 in %s", time.Since(begin).Round(time.Millisecond))
 
 	pods, err := jobPods(ctx, c, ns, "ok")
@@ -113,6 +121,30 @@ func TestJobOnFakeNodeCompletes(t *testing.T) {
 	g.Expect(jobPods(ctx, c, ns, "ok")).To(BeEmpty())
 }
 
+// barePod creates a pod of spec named name on sandbox-node-0, with no controller, and returns
+// what reads it as it then is, for Eventually.
+func barePod(ctx context.Context, g Gomega, c kubernetes.Interface, ns, name string, spec corev1.PodSpec) func(Gomega) *corev1.Pod {
+	spec.NodeName = "sandbox-node-0"
+	_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return func(g Gomega) *corev1.Pod {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		return p
+	}
+}
+
+// succeeded polls how many of the Job's pods succeeded: -1 while it cannot be read.
+func succeeded(ctx context.Context, c kubernetes.Interface, ns, job string) func() int32 {
+	return func() int32 {
+		j, err := c.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			return -1
+		}
+		return j.Status.Succeeded
+	}
+}
+
 func waitingReason(st corev1.ContainerStatus) string {
 	if st.State.Waiting == nil {
 		return ""
@@ -121,15 +153,10 @@ func waitingReason(st corev1.ContainerStatus) string {
 }
 
 func TestFailPrefixImageBacksOff(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	image := FailPrefix + "missing:1"
-
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("bad", "sandbox-node-0", image), metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, pinnedJob("bad", "sandbox-node-0", image))
 
 	var reasons []string
 	var pod corev1.Pod
@@ -167,17 +194,13 @@ func TestFailPrefixImageBacksOff(t *testing.T) {
 // exit 0 while that one waits, as a node pull Job's do on a kubelet: each container has a
 // state of its own.
 func TestFailPrefixImageBesideGoodOnes(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	job := pinnedJob("mixed", "sandbox-node-0", "registry.example/good:1")
 	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
 		corev1.Container{Name: "bad", Image: FailPrefix + "missing:1", Command: []string{"true"}},
 		corev1.Container{Name: "good2", Image: "registry.example/good:2", Command: []string{"true"}})
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, job)
 	g.Eventually(func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "mixed") }, 20*time.Second, 50*time.Millisecond).
 		Should(Equal(map[string]string{"pull": "exit 0", "bad": "ImagePullBackOff", "good2": "exit 0"}))
 }
@@ -203,16 +226,12 @@ func pendingJobStates(ctx context.Context, g Gomega, c kubernetes.Interface, ns,
 // An image under HangPrefix never finishes pulling: its container waits without an error while
 // its siblings exit 0, and the pod stays Pending.
 func TestHangPrefixImage(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	job := pinnedJob("hangs", "sandbox-node-0", "registry.example/good:1")
 	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
 		corev1.Container{Name: "slow", Image: HangPrefix + "slow:1", Command: []string{"true"}})
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, job)
 	states := func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "hangs") }
 	want := map[string]string{"pull": "exit 0", "slow": "ContainerCreating"}
 	g.Eventually(states, 20*time.Second, 50*time.Millisecond).Should(Equal(want))
@@ -221,24 +240,16 @@ func TestHangPrefixImage(t *testing.T) {
 
 // An init container that cannot be pulled blocks the pod's containers, as on a kubelet.
 func TestFailPrefixInitContainer(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
+	c, ns := inNamespace(t)
 	image := FailPrefix + "init:2"
-	_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p"},
-		Spec: corev1.PodSpec{
-			NodeName:       "sandbox-node-0",
-			InitContainers: []corev1.Container{{Name: "init", Image: image}},
-			Containers:     []corev1.Container{{Name: "main", Image: "registry.example/app:1.0"}},
-		},
-	}, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	pod := barePod(ctx, g, c, ns, "p", corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: image}},
+		Containers:     []corev1.Container{{Name: "main", Image: "registry.example/app:1.0"}},
+	})
 	g.Eventually(func(g Gomega) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
+		p := pod(g)
 		g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
 		g.Expect(p.Status.InitContainerStatuses).To(HaveLen(1))
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
@@ -384,13 +395,7 @@ func TestSetNodeReady(t *testing.T) {
 	g.Expect(n.Spec.Taints).To(BeEmpty())
 	g.Expect(n.Status.Images).To(Equal(images))
 	// And the held-back Job now runs.
-	g.Eventually(func() int32 {
-		j, err := c.BatchV1().Jobs(ns).Get(ctx, "stuck", metav1.GetOptions{})
-		if err != nil {
-			return -1
-		}
-		return j.Status.Succeeded
-	}, 30*time.Second, 100*time.Millisecond).Should(Equal(int32(1)))
+	g.Eventually(succeeded(ctx, c, ns, "stuck"), 30*time.Second, 100*time.Millisecond).Should(Equal(int32(1)))
 	g.Expect(s.DeleteNode(ctx, "flip")).To(Succeed())
 }
 
@@ -454,7 +459,7 @@ func TestSecondSandboxAndPullDelay(t *testing.T) {
 	stopped = true
 	g.Expect(s2.Stop()).To(Succeed(), "Stop is idempotent")
 	for _, p := range procs {
-		g.Expect(syscall.Kill(p.cmd.Process.Pid, 0)).To(HaveOccurred(), p.name+" still runs")
+		g.Expect(syscall.Kill(p.PID(), 0)).To(HaveOccurred(), p.name+" still runs")
 	}
 	_, err = os.Stat(dir)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "temp dir removed")
@@ -496,15 +501,10 @@ func TestStartFailureReportsLogAndCleansUp(t *testing.T) {
 }
 
 func TestRunFailPrefix(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := clientFor(t, Get())
-	ns := namespace(t, c)
 	image := RunFailPrefix + "broken:1"
-
-	_, err := c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("crash", "sandbox-node-0", image), metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	c, ns := runJob(t, pinnedJob("crash", "sandbox-node-0", image))
 	g.Eventually(func() bool {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, "crash", metav1.GetOptions{})
 		if err != nil {
@@ -527,17 +527,11 @@ func TestRunFailPrefix(t *testing.T) {
 	g.Expect(term.ExitCode).To(Equal(int32(1)))
 
 	// A restarting pod crash-loops instead, and never completes.
-	_, err = c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "loop"},
-		Spec: corev1.PodSpec{
-			NodeName:   "sandbox-node-0",
-			Containers: []corev1.Container{{Name: "c", Image: image}, {Name: "ok", Image: "registry.example/app:1.0"}},
-		},
-	}, metav1.CreateOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
+	pod := barePod(ctx, g, c, ns, "loop", corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: image}, {Name: "ok", Image: "registry.example/app:1.0"}},
+	})
 	g.Eventually(func(g Gomega) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "loop", metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
+		p := pod(g)
 		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(2))
 		g.Expect(waitingReason(p.Status.ContainerStatuses[0])).To(Equal("CrashLoopBackOff"))

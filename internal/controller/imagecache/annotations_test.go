@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
 )
 
 // consumePatch is the JSON patch that removes the refresh annotation if it
@@ -121,8 +122,8 @@ func TestAnnotationsDuringAnOperation(t *testing.T) {
 // The harness's premise for the test above: the fake client applies a JSON
 // patch's test op (a mismatch changes nothing) but answers it with
 // json-patch's own error, where the API server answers 422 Invalid;
-// asAPIServer restores the API server's answer. Should a later fake client
-// answer Invalid itself, the first check fails and asAPIServer can go.
+// fakeapi.AsAPIServer restores the API server's answer. Should a later fake
+// client answer Invalid itself, the first check fails and AsAPIServer can go.
 func TestFakeClientJSONPatchTest(t *testing.T) {
 	g := NewWithT(t)
 	c := imageCache("c", "nginx:1.25")
@@ -133,7 +134,7 @@ func TestFakeClientJSONPatchTest(t *testing.T) {
 	err := h.api.Patch(h.ctx, h.cache("c"), p)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(apierrors.IsInvalid(err)).To(BeFalse(), "the fake's own answer: %v", err)
-	g.Expect(apierrors.IsInvalid(asAPIServer(p, err))).To(BeTrue())
+	g.Expect(apierrors.IsInvalid(fakeapi.AsAPIServer(p, err))).To(BeTrue())
 	g.Expect(h.cache("c").Annotations).To(HaveKeyWithValue(v1alpha2.RefreshAnnotation, "2"))
 
 	g.Expect(h.api.Patch(h.ctx, h.cache("c"), client.RawPatch(types.JSONPatchType, []byte(consumePatch("2"))))).To(Succeed())

@@ -13,8 +13,6 @@ package imagecache
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -25,14 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
@@ -53,19 +47,6 @@ const testNS = "apps"
 // epoch is where the fake clock starts: a whole second, so that times
 // written to the status (second precision) compare equal to the clock's.
 var epoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// testScheme is built here rather than taken from internal/commands, which
-// imports this package. It and its REST mapper are built once: building
-// the mapper was most of a short test's time.
-var (
-	testScheme = sync.OnceValue(func() *runtime.Scheme {
-		s := runtime.NewScheme()
-		utilruntime.Must(clientgoscheme.AddToScheme(s))
-		utilruntime.Must(v1alpha2.AddToScheme(s))
-		return s
-	})
-	testMapper = sync.OnceValue(func() meta.RESTMapper { return testrestmapper.TestOnlyStaticRESTMapper(testScheme()) })
-)
 
 // action is one write the reconciler sent. Reads are not recorded: what a
 // controller reads is its own business, what it writes is its behaviour.
@@ -114,7 +95,7 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), rec: record.NewFakeRecorder(1000)}
 	h.ctx = log.IntoContext(context.Background(), logr.Discard())
-	h.api = fake.NewClientBuilder().WithScheme(testScheme()).WithRESTMapper(testMapper()).
+	h.api = fake.NewClientBuilder().WithScheme(fakeapi.Scheme()).WithRESTMapper(fakeapi.RESTMapper()).
 		WithStatusSubresource(&v1alpha2.ImageCache{}).
 		WithObjects(objs...).Build()
 	c := interceptor.NewClient(h.api, interceptor.Funcs{
@@ -126,7 +107,7 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 			body, _ := p.Data(obj)
-			return h.write("patch", h.resource(obj), obj, string(body), func() error { return asAPIServer(p, c.Patch(ctx, obj, p, opts...)) })
+			return h.write("patch", h.resource(obj), obj, string(body), func() error { return fakeapi.AsAPIServer(p, c.Patch(ctx, obj, p, opts...)) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			return h.write("delete", h.resource(obj), obj, "", func() error { return c.Delete(ctx, obj, opts...) })
@@ -139,7 +120,7 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			body, _ := p.Data(obj)
-			return h.write("patch", h.resource(obj)+"/"+sub, obj, string(body), func() error { return asAPIServer(p, c.SubResource(sub).Patch(ctx, obj, p, opts...)) })
+			return h.write("patch", h.resource(obj)+"/"+sub, obj, string(body), func() error { return fakeapi.AsAPIServer(p, c.SubResource(sub).Patch(ctx, obj, p, opts...)) })
 		},
 	})
 	if cfg.Deadline == 0 {
@@ -193,18 +174,6 @@ func (h *harness) resource(obj client.Object) string {
 	}
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
 	return plural.Resource
-}
-
-// asAPIServer answers a JSON patch that does not apply (a failed test op,
-// a missing path) as the API server does, 422 Invalid. The fake client
-// applies the test op faithfully but returns json-patch's own error, which
-// no apierrors predicate recognises.
-func asAPIServer(p client.Patch, err error) error {
-	var status apierrors.APIStatus
-	if err == nil || p.Type() != types.JSONPatchType || errors.As(err, &status) {
-		return err
-	}
-	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", err.Error(), 0, false)
 }
 
 // jobIndex stands in for jobwatch: it reads Jobs straight from the fake API
@@ -530,17 +499,7 @@ func (h *harness) writesOf(verb, resource string) []action {
 
 // events drains the Events recorded since the last call, each as
 // "Type Reason Message".
-func (h *harness) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *harness) events() []string { return fakeapi.Events(h.rec) }
 
 // woken drains the caches the pacing limiter woke up.
 func (h *harness) woken() []string {

@@ -8,8 +8,6 @@ package startuptaint
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -19,13 +17,8 @@ import (
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
 	"github.com/kubefledged/kube-fledged/internal/hold"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
@@ -71,12 +65,9 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, st states, objs ...client.Object) *harness {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha2.AddToScheme(s))
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), rec: record.NewFakeRecorder(100)}
 	h.ctx = log.IntoContext(context.Background(), logr.Discard())
-	h.api = fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	h.api = fake.NewClientBuilder().WithScheme(fakeapi.Scheme()).WithObjects(objs...).Build()
 	c := interceptor.NewClient(h.api, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 			body, _ := p.Data(obj)
@@ -86,7 +77,7 @@ func newHarness(t *testing.T, st states, objs ...client.Object) *harness {
 				h.beforePatch = nil
 				f()
 			}
-			return asAPIServer(c.Patch(ctx, obj, p, opts...))
+			return fakeapi.AsAPIServer(p, c.Patch(ctx, obj, p, opts...))
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			t.Errorf("unexpected update of %s: the taint is removed by patch only", obj.GetName())
@@ -96,16 +87,6 @@ func newHarness(t *testing.T, st states, objs ...client.Object) *harness {
 	h.r = New(c, h.rec, caching, timeout, st)
 	h.r.Clock = h.clock
 	return h
-}
-
-// asAPIServer answers a JSON patch whose test failed as the API server
-// does, 422 Invalid; the fake client returns json-patch's own error.
-func asAPIServer(err error) error {
-	var status apierrors.APIStatus
-	if err == nil || errors.As(err, &status) {
-		return err
-	}
-	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", err.Error(), 0, false)
 }
 
 func (h *harness) step(node string) ctrl.Result {
@@ -125,17 +106,7 @@ func (h *harness) taints(node string) []corev1.Taint {
 	return n.Spec.Taints
 }
 
-func (h *harness) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *harness) events() []string { return fakeapi.Events(h.rec) }
 
 // node is a Ready Linux node of pool web, created at the epoch and carrying
 // the startup taint beside taints.

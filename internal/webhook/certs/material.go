@@ -3,9 +3,6 @@ package certs
 import (
 	"bytes"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -13,9 +10,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"time"
+
+	"github.com/kubefledged/kube-fledged/internal/pki"
 )
 
 // Keys of the shared Secret. tls.crt and tls.key make it a valid
@@ -52,31 +50,34 @@ type parsed struct {
 }
 
 func parse(m *Material) (*parsed, error) {
-	ca, err := parseCert(m.CACert)
+	ca, caKey, err := parsePair(m.CACert, m.CAKey, KeyCA, KeyCAKey)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyCA, err)
+		return nil, err
 	}
-	caKey, err := parseKey(m.CAKey)
+	leaf, _, err := parsePair(m.Cert, m.Key, KeyCert, KeyKey)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyCAKey, err)
-	}
-	if !samePublicKey(ca.PublicKey, caKey.Public()) {
-		return nil, fmt.Errorf("%s does not belong to %s", KeyCAKey, KeyCA)
-	}
-	leaf, err := parseCert(m.Cert)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyCert, err)
-	}
-	key, err := parseKey(m.Key)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyKey, err)
-	}
-	if !samePublicKey(leaf.PublicKey, key.Public()) {
-		return nil, fmt.Errorf("%s does not belong to %s", KeyKey, KeyCert)
+		return nil, err
 	}
 	// The bundle is not parsed here: a broken one is repaired from the CA,
 	// not a reason to start over.
 	return &parsed{ca: ca, caKey: caKey, leaf: leaf}, nil
+}
+
+// parsePair parses a certificate and its key, which must belong to it; errors name them
+// by their keys in the Secret.
+func parsePair(certPEM, keyPEM []byte, certName, keyName string) (*x509.Certificate, crypto.Signer, error) {
+	cert, err := parseCert(certPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", certName, err)
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", keyName, err)
+	}
+	if !samePublicKey(cert.PublicKey, key.Public()) {
+		return nil, nil, fmt.Errorf("%s does not belong to %s", keyName, certName)
+	}
+	return cert, key, nil
 }
 
 func parseCert(b []byte) (*x509.Certificate, error) {
@@ -144,40 +145,9 @@ func samePublicKey(a, b crypto.PublicKey) bool {
 	return ok && e.Equal(b)
 }
 
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// newKey uses P-256: generating it takes microseconds, where RSA takes
-// long enough to matter for a replica's start-up on a small node.
-func newKey() (*ecdsa.PrivateKey, []byte, error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		return nil, nil, err
-	}
-	return k, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
-}
-
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-}
-
 // newCA returns a self-signed CA certificate and its key, both PEM.
 func newCA(now time.Time, validity time.Duration, name string) (certPEM, keyPEM []byte, err error) {
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: sn,
+	ca, err := pki.Sign(&x509.Certificate{
 		// The time in the name tells two generations apart in a bundle.
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s-ca@%d", name, now.Unix())},
 		NotBefore:             now.Add(-backdate),
@@ -186,36 +156,26 @@ func newCA(now time.Time, validity time.Duration, name string) (certPEM, keyPEM 
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	}, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pemCert(der), keyPEM, nil
+	return ca.CertPEM, ca.KeyPEM, nil
 }
 
 // newLeaf returns a serving certificate for hosts signed by ca. It never
 // outlives its CA, so the CA's expiry need not be watched separately.
 func newLeaf(now time.Time, validity time.Duration, hosts []string, ca *x509.Certificate, caKey crypto.Signer) (certPEM, keyPEM []byte, err error) {
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
 	notAfter := now.Add(validity)
 	if notAfter.After(ca.NotAfter) {
 		notAfter = ca.NotAfter
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-backdate),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: hosts[0]},
+		NotBefore:   now.Add(-backdate),
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -224,11 +184,11 @@ func newLeaf(now time.Time, validity time.Duration, hosts []string, ca *x509.Cer
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	leaf, err := pki.Sign(tmpl, ca, caKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pemCert(der), keyPEM, nil
+	return leaf.CertPEM, leaf.KeyPEM, nil
 }
 
 // coversHosts says whether the certificate names every host.

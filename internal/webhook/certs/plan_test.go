@@ -6,6 +6,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/kubefledged/kube-fledged/internal/pki"
 )
 
 var (
@@ -108,7 +110,7 @@ func TestPlanRepairs(t *testing.T) {
 	}{
 		{name: "garbage", now: t0, mutate: func(m *Material) { m.Cert = []byte("junk") },
 			reason: "stored certificate unusable: tls.crt: no PEM certificate"},
-		{name: "key of another cert", now: t0, mutate: func(m *Material) { _, m.Key, _ = newKey() },
+		{name: "key of another cert", now: t0, mutate: func(m *Material) { _, m.Key, _ = pki.NewKey() },
 			reason: "stored certificate unusable: tls.key does not belong to tls.crt"},
 		{name: "missing CA key", now: t0, mutate: func(m *Material) { m.CAKey = nil },
 			reason: "stored certificate unusable: ca.key: no PEM key"},

@@ -25,7 +25,7 @@ import (
 // Processing for good, refusing every edit. Each cache must reach a final
 // status that says, per image and node, what went wrong.
 func TestDisruptions(t *testing.T) {
-	e := Setup(t, builder)
+	e := Setup(t)
 	ctx := context.Background()
 	ns := e.Namespace(t, "disrupt")
 	jobLog := e.RecordJobs(t)

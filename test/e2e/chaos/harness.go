@@ -28,35 +28,31 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-// Builder builds the binary in the background while the sandbox starts:
-// linking takes tens of seconds on a loaded machine, so does the sandbox.
-type Builder struct {
+// built is the controller binary of this test binary, linked while the sandbox starts: each
+// takes tens of seconds on a loaded machine.
+var built struct {
 	done chan struct{}
 	path string
 	err  error
 }
 
-// BuildInBackground starts Build; Wait returns its result.
-func BuildInBackground(suffix string) *Builder {
-	b := &Builder{done: make(chan struct{})}
+// Main is the TestMain of a chaos suite: it starts building the binary (named after suffix)
+// and runs the tests in a sandbox of shape o; Setup waits for the build.
+func Main(m *testing.M, suffix string, o sandbox.Options) {
+	built.done = make(chan struct{})
 	go func() {
-		defer close(b.done)
-		root, err := repo.Root()
-		if err != nil {
-			b.err = err
+		defer close(built.done)
+		// Each suite links into a path of its own: two packages linking into one
+		// path at once could exec a half-written file.
+		built.path, built.err = repo.Path("bin", "kubefledged-"+suffix)
+		if built.err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		b.path, b.err = Build(ctx, root, suffix)
+		built.err = repo.Build(ctx, ".", built.path)
 	}()
-	return b
-}
-
-// Wait returns the binary's path once built.
-func (b *Builder) Wait() (string, error) {
-	<-b.done
-	return b.path, b.err
+	sandbox.Main(m, o)
 }
 
 // Env is what the fault tests of the controller share.
@@ -79,10 +75,10 @@ var (
 
 // Setup connects to the package's sandbox, waits for the binary and installs
 // the CRDs, once per package.
-func Setup(t testing.TB, b *Builder) *Env {
+func Setup(t testing.TB) *Env {
 	t.Helper()
 	envOnce.Do(func() {
-		env, envErr = setup(b)
+		env, envErr = setup()
 	})
 	if envErr != nil {
 		t.Fatal(envErr)
@@ -90,15 +86,16 @@ func Setup(t testing.TB, b *Builder) *Env {
 	return env
 }
 
-func setup(b *Builder) (*Env, error) {
+func setup() (*Env, error) {
 	sb := sandbox.Get()
-	if sb == nil {
-		return nil, fmt.Errorf("no sandbox: run from a TestMain that calls sandbox.Main")
+	if sb == nil || built.done == nil {
+		return nil, fmt.Errorf("no sandbox: run from a TestMain that calls chaos.Main")
 	}
-	bin, err := b.Wait()
-	if err != nil {
-		return nil, err
+	<-built.done
+	if built.err != nil {
+		return nil, built.err
 	}
+	bin := built.path
 	root, err := repo.Root()
 	if err != nil {
 		return nil, err

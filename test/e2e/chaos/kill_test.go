@@ -55,7 +55,7 @@ var killPoints = []string{"startup", "jobs-created", "job-finished", "jobs-delet
 // created twice for the same work of an operation, and no labelled Job may
 // outlive a finished operation (retention policy delete).
 func TestControllerKilled(t *testing.T) {
-	e := Setup(t, builder)
+	e := Setup(t)
 	g := NewWithT(t)
 	kills, perRole := 10, 1
 	if Long() {

@@ -7,13 +7,10 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-var builder *Builder
-
 // pullDelay keeps each pull pending for a while on the fake nodes, so that
 // operations last long enough to be interrupted at many points.
 const pullDelay = 1500 * time.Millisecond
 
 func TestMain(m *testing.M) {
-	builder = BuildInBackground("chaos")
-	sandbox.Main(m, sandbox.Options{Nodes: 3, PullDelay: pullDelay})
+	Main(m, "chaos", sandbox.Options{Nodes: 3, PullDelay: pullDelay})
 }

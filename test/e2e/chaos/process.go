@@ -16,11 +16,9 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,23 +51,6 @@ func Rand(t testing.TB) *rand.Rand {
 	return rand.New(rand.NewSource(seed))
 }
 
-// Build builds the kubefledged binary of the repository at root into
-// bin/kubefledged-<suffix>. Each test package uses its own suffix: two
-// packages linking into one path at once could exec a half-written file.
-func Build(ctx context.Context, root, suffix string) (string, error) {
-	out := filepath.Join(root, "bin", "kubefledged-"+suffix)
-	// Built as the image and `make build` build it (static, trimmed paths):
-	// every test that builds the binary then shares one set of compiled
-	// packages in the build cache, which matters on a cold CI machine.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return out, nil
-}
-
 // Line is one line of a child's output, stamped when it arrived. Logs carry
 // only whole seconds; ordering a takeover against Job creations needs better.
 type Line struct {
@@ -89,9 +70,7 @@ func (l Line) Str(key string) string { s, _ := l.Fields[key].(string); return s 
 type Process struct {
 	Name    string
 	Started time.Time
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
+	child   *proc.Child
 
 	mu     sync.Mutex
 	lines  []Line
@@ -104,7 +83,9 @@ type Process struct {
 // child dies with the test binary (Pdeathsig), so a failed test leaves no
 // controller behind to disturb the next.
 func Start(name, bin string, args []string, dir, logPath string) (*Process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	logFile, err := proc.AppendLog(logPath, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -113,29 +94,24 @@ func Start(name, bin string, args []string, dir, logPath string) (*Process, erro
 		_ = logFile.Close()
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = w, w
-	fmt.Fprintf(logFile, "### %s %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
-	if err := proc.Start(cmd); err != nil {
-		_ = logFile.Close()
-		_ = r.Close()
-		_ = w.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	_ = w.Close()
-	p := &Process{Name: name, Started: time.Now(), cmd: cmd, done: make(chan struct{}), wake: make(chan struct{})}
+	p := &Process{Name: name, wake: make(chan struct{})}
 	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		p.read(r, logFile)
-	}()
-	go func() {
-		p.waitErr = cmd.Wait()
+	p.child, err = proc.Run(cmd, func() {
 		<-read
 		_ = r.Close()
 		_ = logFile.Close()
-		close(p.done)
+	})
+	_ = w.Close()
+	if err != nil {
+		_ = logFile.Close()
+		_ = r.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p.Started = time.Now()
+	go func() {
+		defer close(read)
+		p.read(r, logFile)
 	}()
 	return p, nil
 }
@@ -161,23 +137,16 @@ func (p *Process) read(r io.Reader, log io.Writer) {
 }
 
 // PID of the child.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int { return p.child.PID() }
 
 // Exited reports whether the child has exited and its output is drained.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Process) Exited() bool { return p.child.Exited() }
 
 // Done is closed when the child has exited and its output is drained.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.child.Done() }
 
 // Err is the child's exit, once Done is closed.
-func (p *Process) Err() error { return p.waitErr }
+func (p *Process) Err() error { return p.child.Err() }
 
 // Kill sends SIGKILL, as the OOM killer or a node failure would, waits for
 // the child to be reaped and returns when the signal was sent.
@@ -188,25 +157,12 @@ func (p *Process) Kill() time.Time {
 	}
 	at := p.killed
 	p.mu.Unlock()
-	if !p.Exited() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	<-p.done
+	p.child.Kill()
 	return at
 }
 
 // Stop asks the child to stop (SIGTERM) and kills it after grace.
-func (p *Process) Stop(grace time.Duration) {
-	if p.Exited() {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.Kill()
-	}
-}
+func (p *Process) Stop(grace time.Duration) { p.child.Stop(grace) }
 
 // Lines returns a copy of the output so far.
 func (p *Process) Lines() []Line {
@@ -246,14 +202,14 @@ func (p *Process) WaitLine(ctx context.Context, match func(Line) bool) (Line, er
 		seen += len(lines)
 		select {
 		case <-wake:
-		case <-p.done:
+		case <-p.Done():
 			// Drained: one last look at what arrived before the exit.
 			for _, l := range p.Lines()[seen:] {
 				if match(l) {
 					return l, nil
 				}
 			}
-			return Line{}, fmt.Errorf("%s exited (%v) before the awaited line; last lines:\n%s", p.Name, p.waitErr, p.Tail(30))
+			return Line{}, fmt.Errorf("%s exited (%v) before the awaited line; last lines:\n%s", p.Name, p.Err(), p.Tail(30))
 		case <-ctx.Done():
 			return Line{}, fmt.Errorf("%s: no awaited line: %w; last lines:\n%s", p.Name, ctx.Err(), p.Tail(30))
 		}

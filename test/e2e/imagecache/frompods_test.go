@@ -33,24 +33,22 @@ import (
 func TestFromPodsFollowsADeployment(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "follow-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: pool, Effect: corev1.TaintEffectNoSchedule}
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel, Taints: []corev1.Taint{taint}},
-		sandbox.NodeSpec{Name: pool + "-b", Labels: sel, Taints: []corev1.Taint{taint}})
+	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: "cache-only", Effect: corev1.TaintEffectNoSchedule}
+	pool, sel := nodePool(t, g, "follow", sandbox.NodeSpec{Name: "a", Taints: []corev1.Taint{taint}},
+		sandbox.NodeSpec{Name: "b", Taints: []corev1.Taint{taint}})
 	poolNodes := []string{pool + "-a", pool + "-b"}
-	rec := recordJobs(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 
 	key := client.ObjectKey{Namespace: ns, Name: "follows-web"}
 	l := withSelector(sel, "busybox:1.36")
-	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: pool, Effect: taint.Effect}}
+	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
 	l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
 	g.Expect(podImages(c)).To(Equal([]string{"0 pods, 0 images"}))
 
 	// Created: its images, init container's included, are pulled at once.
@@ -73,7 +71,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), d)).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
+	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
 	rs := c.Status.PodImages[0].Images[0].UsedBy
 	g.Expect(rs).To(HavePrefix(ns + "/ReplicaSet/web-"))
 	g.Expect(podImages(c)).To(Equal([]string{"1 pods, 2 images", "busybox:1.37 1 " + rs, "nginx:1.27 1 " + rs}))
@@ -85,7 +83,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	// Scaled to three: the status counts them; nothing is pulled.
 	scale(g, d, 3)
 	eventually(g, key, []string{"3 pods, 2 images", "busybox:1.37 3 " + rs, "nginx:1.27 3 " + rs})
-	g.Expect(rec.take()).To(BeEmpty())
+	g.Expect(rec.Take()).To(BeEmpty())
 
 	// Its image changed: the new one is pulled as the rollout starts, the
 	// old one dropped once its last pod is gone, deleted from no node.
@@ -95,7 +93,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(k8s.Update(context.Background(), d)).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.28", poolNodes...)))
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.28", poolNodes...)))
 	var rs2 string
 	g.Eventually(func(g Gomega) {
 		c := &v1alpha2.ImageCache{}
@@ -118,7 +116,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"busybox:1.36"}))
-	g.Expect(rec.take()).To(BeEmpty(), "nothing pulled for a delete, nothing deleted from the nodes")
+	g.Expect(rec.Take()).To(BeEmpty(), "nothing pulled for a delete, nothing deleted from the nodes")
 }
 
 func scale(g Gomega, d *appsv1.Deployment, replicas int32) {

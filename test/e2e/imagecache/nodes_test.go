@@ -3,6 +3,7 @@ package imagecache_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,15 +35,35 @@ func addNodes(t *testing.T, g Gomega, specs ...sandbox.NodeSpec) {
 	})
 }
 
-// nodePool adds two Ready nodes, <prefix>-xxxx-a and -b, labelled pool=<name>,
-// and returns the name and the selector. Other tests of the package add and
-// remove nodes meanwhile: a test that counts nodes counts its own.
-func nodePool(t *testing.T, g Gomega, prefix string) (string, map[string]string) {
+// nodePool adds nodes labelled pool=<prefix>-xxxx and returns the pool's name and
+// selector. Each spec names a node by its suffix (<pool>-<Name>) and may add labels and
+// whatever else a NodeSpec says; with none, two Ready nodes, a and b. Other tests of the
+// package add and remove nodes meanwhile: a test that counts nodes counts its own.
+func nodePool(t *testing.T, g Gomega, prefix string, specs ...sandbox.NodeSpec) (string, map[string]string) {
 	t.Helper()
 	pool := prefix + "-" + rand.String(4)
 	sel := map[string]string{"pool": pool}
-	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-a", Labels: sel}, sandbox.NodeSpec{Name: pool + "-b", Labels: sel})
+	if len(specs) == 0 {
+		specs = []sandbox.NodeSpec{{Name: "a"}, {Name: "b"}}
+	}
+	for i := range specs {
+		specs[i].Name = pool + "-" + specs[i].Name
+		labels := maps.Clone(sel)
+		maps.Copy(labels, specs[i].Labels)
+		specs[i].Labels = labels
+	}
+	addNodes(t, g, specs...)
 	return pool, sel
+}
+
+// mixedNodes are a node of each state a Job can or cannot reach, ok, cordoned and
+// notready, for nodePool, and then more.
+func mixedNodes(more ...sandbox.NodeSpec) []sandbox.NodeSpec {
+	return append([]sandbox.NodeSpec{
+		{Name: "ok"},
+		{Name: "cordoned", Unschedulable: true},
+		{Name: "notready", NotReady: true},
+	}, more...)
 }
 
 func withSelector(sel map[string]string, images ...string) v1alpha2.CacheSpecImages {
@@ -57,14 +77,14 @@ func TestNewNodes(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	pool, sel := nodePool(t, g, "web")
-	rec := recordJobs(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	stop := runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "fleet"}
 
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "fleet", withSelector(sel, "nginx:1.27", "redis:7.2")))).To(Succeed())
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
+	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
 
 	// A node that joins while the controller is down is caught up when it
 	// is back, and only that node: a new process has no memory of what the
@@ -77,7 +97,7 @@ func TestNewNodes(t *testing.T) {
 	t3 := framework.Tick()
 	runController(t, nil)
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
 
 	// A node joins.
 	t1 := framework.Tick()
@@ -85,8 +105,8 @@ func TestNewNodes(t *testing.T) {
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-c", Labels: sel})
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	firstJob := rec.firstCreated()
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-c")[0], each("pull", "redis:7.2", pool+"-c")[0]))
+	firstJob := firstCreated(rec.Created())
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-c")[0], each("pull", "redis:7.2", pool+"-c")[0]))
 	t.Logf("new node: first Job %s after the node was created", firstJob.Sub(joined))
 	g.Expect(firstJob.Sub(joined)).To(BeNumerically("<", 10*time.Second))
 	hasEvent(g, ns, "fleet", "Normal", v1alpha2.ImageCacheReasonImageCacheNewNodes, "Images are being pulled on to new nodes: "+pool+"-c")
@@ -107,7 +127,7 @@ func TestNewNodes(t *testing.T) {
 		}
 	})
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t2, opTimeout)
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
 
 	// Several nodes join in a burst, some while the operation for the
 	// first ones runs: each still gets every image, once.
@@ -125,10 +145,10 @@ func TestNewNodes(t *testing.T) {
 	for _, spec := range burst {
 		want = append(want, each("pull", "nginx:1.27", spec.Name)[0], each("pull", "redis:7.2", spec.Name)[0])
 	}
-	g.Eventually(func() []string { got = append(got, rec.take()...); return got }).WithTimeout(opTimeout).Should(ConsistOf(want))
+	g.Eventually(func() []string { got = append(got, rec.Take()...); return got }).WithTimeout(opTimeout).Should(ConsistOf(want))
 
 	// Nothing else happens: no refresh, no Job.
-	g.Consistently(rec.take).WithTimeout(3 * time.Second).Should(BeEmpty())
+	g.Consistently(rec.Take).WithTimeout(3 * time.Second).Should(BeEmpty())
 
 	// A node that joins while an operation runs is added to it: its Jobs
 	// start at once, not when the operation ends (here at the deadline of a
@@ -137,11 +157,11 @@ func TestNewNodes(t *testing.T) {
 	never := sandbox.HangPrefix + "never:1"
 	t4 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(sel, never, "busybox:1.36")))).To(Succeed())
-	g.Eventually(func() int { return len(rec.take()) }).WithTimeout(opTimeout).Should(BeNumerically(">", 0))
+	g.Eventually(func() int { return len(rec.Take()) }).WithTimeout(opTimeout).Should(BeNumerically(">", 0))
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-h", Labels: sel})
 	onH := each("pull", "busybox:1.36", pool+"-h")[0]
 	var seen []string
-	g.Eventually(func() []string { seen = append(seen, rec.take()...); return seen }).WithTimeout(opTimeout).Should(ContainElement(onH))
+	g.Eventually(func() []string { seen = append(seen, rec.Take()...); return seen }).WithTimeout(opTimeout).Should(ContainElement(onH))
 	sc := &v1alpha2.ImageCache{}
 	g.Expect(k8s.Get(context.Background(), slow, sc)).To(Succeed())
 	g.Expect(sc.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the Job on the new node started while the operation ran")
@@ -165,16 +185,11 @@ func TestNewNodes(t *testing.T) {
 func TestNodeChoice(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "choice-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	addNodes(t, g,
-		sandbox.NodeSpec{Name: pool + "-ok", Labels: sel},
-		sandbox.NodeSpec{Name: pool + "-cordoned", Labels: sel, Unschedulable: true},
-		sandbox.NodeSpec{Name: pool + "-notready", Labels: sel, NotReady: true},
-		sandbox.NodeSpec{Name: pool + "-gpu", Labels: sel, Taints: []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}},
-		sandbox.NodeSpec{Name: pool + "-nohost", Labels: sel, NoHostnameLabel: true},
-	)
-	rec := recordJobs(t, ns)
+	pool, sel := nodePool(t, g, "choice", mixedNodes(
+		sandbox.NodeSpec{Name: "gpu", Taints: []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}},
+		sandbox.NodeSpec{Name: "nohost", NoHostnameLabel: true},
+	)...)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 
 	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
@@ -203,7 +218,7 @@ func TestNodeChoice(t *testing.T) {
 		for _, suffix := range tc.want {
 			want = append(want, "pull "+image+" "+pool+suffix)
 		}
-		g.Expect(rec.take()).To(ConsistOf(want), tc.name)
+		g.Expect(rec.Take()).To(ConsistOf(want), tc.name)
 		g.Expect(c.Status.Counts.Skipped).To(Equal(tc.skipped), tc.name)
 		g.Expect(c.Status.Counts.Desired).To(Equal(int32(len(tc.want))), tc.name)
 	}
@@ -215,7 +230,7 @@ func TestNodeChoice(t *testing.T) {
 func TestPacing(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	obs := observeInFlight(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, func(o *commands.ControllerOptions) {
 		o.MaxJobs.Value = 3
 		o.MaxJobsPerNode.Value = 1
@@ -236,7 +251,7 @@ func TestPacing(t *testing.T) {
 		g.Expect(c.Status.Counts.Succeeded).To(Equal(int32(2 * nodes)))
 		g.Expect(c.Status.Counts.Failed).To(Equal(int32(2 * nodes)))
 	}
-	peak, peakPerNode, total := obs()
+	peak, peakPerNode, total := inFlight(rec.Events())
 	t.Logf("pacing: %d Jobs, peak in flight %d (cap 3), peak per node %d (cap 1)", total, peak, peakPerNode)
 	g.Expect(total).To(Equal(2 * 4 * nodes))
 	g.Expect(peak).To(BeNumerically("<=", 3))
@@ -244,47 +259,40 @@ func TestPacing(t *testing.T) {
 	g.Expect(peakPerNode).To(Equal(1))
 }
 
-// observeInFlight watches the Jobs of a namespace and tracks how many exist
-// unfinished at once, overall and per node.
-func observeInFlight(t *testing.T, ns string) func() (peak, peakPerNode, total int) {
-	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
+// inFlight replays a namespace's Job events and tells how many Jobs existed unfinished at
+// once, overall and per node, and how many were created.
+func inFlight(events []framework.JobEvent) (peak, peakPerNode, total int) {
 	open := map[string]string{}
 	perNode := map[string]int{}
-	var peak, peakNode, total int
-	go func() {
-		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			_, isOpen := open[j.Name]
-			done := finished(j) || ev.Type == watch.Deleted
-			switch {
-			case ev.Type == watch.Added && !done:
-				node := j.Annotations[jobs.AnnotationNode]
-				open[j.Name] = node
-				total++
-				perNode[node]++
-				peak = max(peak, len(open))
-				peakNode = max(peakNode, perNode[node])
-			case isOpen && done:
-				perNode[open[j.Name]]--
-				delete(open, j.Name)
-			}
-			mu.Unlock()
+	for _, ev := range events {
+		j := &ev.Job
+		_, isOpen := open[j.Name]
+		done := finished(j) || ev.Type == watch.Deleted
+		switch {
+		case ev.Type == watch.Added && !done:
+			node := j.Annotations[jobs.AnnotationNode]
+			open[j.Name] = node
+			total++
+			perNode[node]++
+			peak = max(peak, len(open))
+			peakPerNode = max(peakPerNode, perNode[node])
+		case isOpen && done:
+			perNode[open[j.Name]]--
+			delete(open, j.Name)
 		}
-	}()
-	return func() (int, int, int) {
-		mu.Lock()
-		defer mu.Unlock()
-		return peak, peakNode, total
 	}
+	return peak, peakPerNode, total
+}
+
+// firstCreated is the creation time of the first of the Jobs.
+func firstCreated(js []batchv1.Job) time.Time {
+	var first time.Time
+	for _, j := range js {
+		if first.IsZero() || j.CreationTimestamp.Time.Before(first) {
+			first = j.CreationTimestamp.Time
+		}
+	}
+	return first
 }
 
 func finished(j *batchv1.Job) bool {

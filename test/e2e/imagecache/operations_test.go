@@ -49,7 +49,7 @@ func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
 func TestOperations(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	rec := recordJobs(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "web"}
 	statuses := watchStatuses(t, ns, "web")
@@ -65,7 +65,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesPulledSuccessfully))
 	g.Expect(c.Status.StartTime).NotTo(BeNil())
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
-	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
+	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
 	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheCreate, "Images are being pulled on to the nodes. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessagePullingImages)
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagesPulledSuccessfully)
@@ -79,7 +79,7 @@ func TestOperations(t *testing.T) {
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.21", "postgres:16"}))
-	g.Expect(rec.take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
+	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
 	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheUpdate, "Image cache is being updated. Please view the status after some time")))
 
 	// refresh on demand on a warm cluster: every node reports both images,
@@ -93,7 +93,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Counts.AlreadyPresent).To(Equal(int32(2 * nodes)))
 	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", 2*nodes, 2*nodes)))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.RefreshAnnotation))
-	g.Expect(rec.take()).To(BeEmpty())
+	g.Expect(rec.Take()).To(BeEmpty())
 	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheRefresh, "Image cache is being refreshed. Please view the status after some time")))
 
 	// A node that lost the images (garbage-collected by its kubelet) gets
@@ -102,7 +102,7 @@ func TestOperations(t *testing.T) {
 	t3 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t3, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
 
 	// purge: every image deleted from every node
 	t4 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
@@ -110,13 +110,13 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.Message).To(Equal("All cached images succesfully deleted from respective nodes"))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.PurgeAnnotation))
-	g.Expect(rec.take()).To(ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
+	g.Expect(rec.Take()).To(ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
 	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCachePurge, "Image cache is being purged. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessageImagesDeletedSuccessfully)
 
 	// delete: nothing runs; the cache is simply gone
 	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
-	g.Consistently(rec.take).WithTimeout(2 * time.Second).Should(BeEmpty())
+	g.Consistently(rec.Take).WithTimeout(2 * time.Second).Should(BeEmpty())
 }
 
 // waitNodesReport waits until each node lists every image in status.images.
@@ -228,7 +228,7 @@ func TestSameNameInTwoNamespaces(t *testing.T) {
 func TestSpecEditDuringOperation(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	rec := recordJobs(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "edited"}
 	statuses := watchStatuses(t, ns, key.Name)
@@ -263,7 +263,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 		}
 	}
 	g.Expect(reasons).To(Equal([]string{v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheReasonImageCacheUpdate, v1alpha2.ImageCacheReasonImageCacheRefresh}))
-	pulls := rec.take()
+	pulls := rec.Take()
 	g.Expect(pulls).To(ContainElements(append(each("pull", sandbox.HangPrefix+"slow:1", allNodes()...), each("pull", "busybox:1.36", allNodes()...)...)))
 }
 

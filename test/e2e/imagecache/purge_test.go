@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -24,15 +23,10 @@ import (
 func TestPurgeReachesEveryNode(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := "purge-" + rand.String(4)
-	sel := map[string]string{"pool": pool}
-	addNodes(t, g,
-		sandbox.NodeSpec{Name: pool + "-ok", Labels: sel},
-		sandbox.NodeSpec{Name: pool + "-cordoned", Labels: sel, Unschedulable: true},
-		sandbox.NodeSpec{Name: pool + "-notready", Labels: sel, NotReady: true},
-		sandbox.NodeSpec{Name: pool + "-windows", Labels: map[string]string{"pool": pool, corev1.LabelOSStable: "windows"}},
-	)
-	rec := recordJobs(t, ns)
+	pool, sel := nodePool(t, g, "purge", mixedNodes(
+		sandbox.NodeSpec{Name: "windows", Labels: map[string]string{corev1.LabelOSStable: "windows"}},
+	)...)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "purged"}
 	cache := newCache(ns, key.Name, withSelector(sel, "busybox:1.36"))
@@ -42,7 +36,7 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), cache)).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.take()).To(ConsistOf("pull busybox:1.36 " + pool + "-ok"))
+	g.Expect(rec.Take()).To(ConsistOf("pull busybox:1.36 " + pool + "-ok"))
 	g.Expect(c.Status.SkippedNodes).To(ConsistOf(
 		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipCordoned, Count: 1, Nodes: []string{pool + "-cordoned"}},
 		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotReady, Count: 1, Nodes: []string{pool + "-notready"}},
@@ -57,8 +51,8 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	g.Expect(c.Status.Failures["busybox:1.36"][0].Node).To(Equal(pool + "-notready"))
 	g.Expect(c.Status.Failures["busybox:1.36"][0].Reason).To(Equal("NodeNotReady"))
 	g.Expect(c.Status.SkippedNodes).To(ConsistOf(v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotLinux, Count: 1, Nodes: []string{pool + "-windows"}}))
-	deletes := rec.seen()
-	g.Expect(rec.take()).To(ConsistOf("delete busybox:1.36 "+pool+"-ok", "delete busybox:1.36 "+pool+"-cordoned"))
+	deletes := rec.Created()
+	g.Expect(rec.Take()).To(ConsistOf("delete busybox:1.36 "+pool+"-ok", "delete busybox:1.36 "+pool+"-cordoned"))
 	for _, j := range deletes {
 		pod := j.Spec.Template.Spec
 		g.Expect(pod.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "mirror-cred"}), j.Name)
@@ -74,5 +68,5 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted))
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted))
 	g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady).Message).To(ContainSubstring("1 NotLinux"))
-	g.Expect(rec.take()).To(BeEmpty())
+	g.Expect(rec.Take()).To(BeEmpty())
 }

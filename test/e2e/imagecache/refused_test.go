@@ -168,7 +168,7 @@ func TestStatusTooLarge(t *testing.T) {
 func TestSpecTooLarge(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t, noWebhookLabel)
-	rec := recordJobs(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
 	runController(t, nil)
 	ctx := context.Background()
 
@@ -205,5 +205,5 @@ func TestSpecTooLarge(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
 		g.Expect(c.Status.CompletionTime).To(Equal(done))
 	}).WithTimeout(3 * time.Second).Should(Succeed())
-	g.Expect(rec.take()).To(BeEmpty())
+	g.Expect(rec.Take()).To(BeEmpty())
 }

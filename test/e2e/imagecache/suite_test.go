@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -198,79 +197,6 @@ func newCache(ns, name string, lists ...v1alpha2.CacheSpecImages) *v1alpha2.Imag
 }
 
 func list(images ...string) v1alpha2.CacheSpecImages { return v1alpha2.CacheSpecImages{Images: images} }
-
-// jobLog records every Job created in a namespace while it runs: with the
-// delete policy Jobs vanish at the end of an operation, so their creation is
-// what a test can count.
-type jobLog struct {
-	mu   sync.Mutex
-	jobs []batchv1.Job
-	stop func()
-}
-
-func recordJobs(t *testing.T, ns string) *jobLog {
-	t.Helper()
-	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &jobLog{stop: w.Stop}
-	go func() {
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added {
-				continue
-			}
-			if j, ok := ev.Object.(*batchv1.Job); ok {
-				l.mu.Lock()
-				l.jobs = append(l.jobs, *j)
-				l.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(w.Stop)
-	return l
-}
-
-// firstCreated is the creation time of the first Job in the log.
-func (l *jobLog) firstCreated() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var first time.Time
-	for _, j := range l.jobs {
-		if first.IsZero() || j.CreationTimestamp.Time.Before(first) {
-			first = j.CreationTimestamp.Time
-		}
-	}
-	return first
-}
-
-// seen returns the Jobs seen since the last take.
-func (l *jobLog) seen() []batchv1.Job {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]batchv1.Job{}, l.jobs...)
-}
-
-// take returns "kind image node" for each Job seen, and resets the log.
-func (l *jobLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, j := range l.jobs {
-		out = append(out, pairsOf(j)...)
-	}
-	l.jobs = nil
-	return out
-}
-
-// pairsOf is "kind image node" for each (image, node) a Job works on.
-func pairsOf(j batchv1.Job) []string {
-	var out []string
-	for _, img := range jobs.ImagesOf(&j) {
-		out = append(out, j.Labels[jobs.LabelKind]+" "+img+" "+j.Annotations[jobs.AnnotationNode])
-	}
-	return out
-}
 
 // granularity is the controller's --pull-job-granularity in this run of the
 // suite: E2E_PULL_JOB_GRANULARITY, else the flag's default. `make test`

@@ -3,9 +3,7 @@ package install_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,7 +94,7 @@ func checkInstall(t *testing.T, in installation) {
 		g.Expect(jobsOf(g, in.namespace, "retained")).To(BeEmpty())
 	}).WithTimeout(rollTimeout).WithPolling(poll).Should(Succeed(), "the new controller kept its predecessor's Jobs")
 
-	seen := watchJobs(t, in.namespace, "deleted")
+	seen := framework.RecordJobs(t, kube, in.namespace, labels.Set{jobs.LabelImageCache: "deleted"})
 	t0 = time.Now()
 	deleted := cacheSucceeds(g, in.namespace, "deleted", deletedImages(in.how))
 	t.Logf("%s: cache of %d images Succeeded under delete in %s (%s from its create)", in.how, len(deletedImages(in.how)),
@@ -104,8 +102,16 @@ func checkInstall(t *testing.T, in installation) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(jobsOf(g, in.namespace, "deleted")).To(BeEmpty())
 	}).WithTimeout(cacheTimeout).WithPolling(poll).Should(Succeed(), "delete left Jobs behind")
-	added, pulled, gone := seen()
-	g.Expect(pulled).To(ConsistOf(deletedImages(in.how)), "images pulled by the Jobs created for the cache under delete, each once")
+	var added, gone []string
+	for _, ev := range seen.Events() {
+		switch ev.Type {
+		case watch.Added:
+			added = append(added, ev.Job.Name)
+		case watch.Deleted:
+			gone = append(gone, ev.Job.Name)
+		}
+	}
+	g.Expect(imagesOf(seen.Created())).To(ConsistOf(deletedImages(in.how)), "images pulled by the Jobs created for the cache under delete, each once")
 	g.Expect(gone).To(ConsistOf(added), "Jobs deleted again")
 	onlyOnTheRealNode(g, in.namespace)
 }
@@ -247,43 +253,6 @@ func onlyOnTheRealNode(g Gomega, ns string) {
 	g.Expect(k8s.List(context.Background(), pods, client.InNamespace(ns))).To(Succeed())
 	for _, p := range pods.Items {
 		g.Expect(p.Spec.NodeName).To(BeElementOf(node.Name(), ""), "pod %s", p.Name)
-	}
-}
-
-// watchJobs records the names of the Jobs of a cache as they are created (with the images
-// they pull) and deleted; the returned function tells what it saw so far.
-func watchJobs(t *testing.T, ns, cache string) func() (added, images, deleted []string) {
-	t.Helper()
-	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.Set{jobs.LabelImageCache: cache}.String(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	var added, images, deleted []string
-	go func() {
-		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			switch ev.Type {
-			case watch.Added:
-				added = append(added, j.Name)
-				images = append(images, jobs.ImagesOf(j)...)
-			case watch.Deleted:
-				deleted = append(deleted, j.Name)
-			}
-			mu.Unlock()
-		}
-	}()
-	return func() ([]string, []string, []string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(added), slices.Clone(images), slices.Clone(deleted)
 	}
 }
 

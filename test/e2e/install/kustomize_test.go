@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/operator"
@@ -49,8 +46,10 @@ func TestKustomize(t *testing.T) {
 	t.Logf("make deploy returned in %s", time.Since(begin).Round(time.Millisecond))
 	t.Cleanup(func() { makeTarget(t, scratch, "undeploy") })
 
-	kf := sampleKubeFledged(t)
-	kf.SetNamespace(kustomizeNamespace)
+	kf, err := framework.SampleKubeFledged(kustomizeNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ns := &corev1.Namespace{}
 	ns.Name = kustomizeNamespace
 	_ = k8s.Create(ctx, ns)
@@ -96,24 +95,6 @@ func makeTarget(t *testing.T, dir, target string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make %s: %v\n%s", target, err, out)
 	}
-}
-
-// sampleKubeFledged reads config/samples' KubeFledged, the resource README tells users to
-// apply.
-func sampleKubeFledged(t *testing.T) *unstructured.Unstructured {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kf := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &kf.Object); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.EqualFold(kf.GetKind(), operator.KubeFledgedGVK.Kind) {
-		t.Fatalf("the sample is a %s", kf.GetKind())
-	}
-	return kf
 }
 
 // cordon marks a node (un)schedulable.

@@ -26,13 +26,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -108,44 +107,12 @@ func olmModuleDir(ctx context.Context) (dir, version string, err error) {
 
 // installOLMCRDs creates OLM's CRDs from its module and waits until they
 // are served.
-func installOLMCRDs(ctx context.Context, c client.Client, moduleDir string) error {
+func installOLMCRDs(ctx context.Context, cfg *rest.Config, moduleDir string) error {
 	files, err := filepath.Glob(filepath.Join(moduleDir, olmCRDDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRDs in %s: %v", filepath.Join(moduleDir, olmCRDDir), err)
 	}
-	var names []string
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(raw, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := c.Create(ctx, crd); err != nil {
-			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
-		}
-		names = append(names, crd.Name)
-	}
-	for _, n := range names {
-		err := pollUntil(ctx, 30*time.Second, func() (bool, error) {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKey{Name: n}, crd); err != nil {
-				return false, nil
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", n, err)
-		}
-	}
-	return nil
+	return framework.CreateCRDs(ctx, cfg, files...)
 }
 
 // pollUntil runs cond every poll until it holds, fails, or within passes.

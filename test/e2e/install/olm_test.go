@@ -166,7 +166,7 @@ func TestOLM(t *testing.T) {
 			return err
 		}
 		t.Logf("olm: OLM %s from %s", version, dir)
-		if err := installOLMCRDs(ctx, r.c, dir); err != nil {
+		if err := installOLMCRDs(ctx, sb.Config(), dir); err != nil {
 			return err
 		}
 		for _, ns := range []*corev1.Namespace{
@@ -372,12 +372,8 @@ func (r *olmRun) waitCSV(name string) error {
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(sub.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "BundleUnpackFailed" && m["status"] == "True" {
-				return false, fmt.Errorf("the Subscription says: %v", m["message"])
-			}
+		if st, _, msg := framework.Condition(sub, "BundleUnpackFailed"); st == "True" {
+			return false, fmt.Errorf("the Subscription says: %v", msg)
 		}
 		csv, err := get(r.ctx, r.c, olmV1alpha1, "ClusterServiceVersion", operatorNS, name)
 		if err != nil {
@@ -561,17 +557,11 @@ func (r *olmRun) installFirstExample() (*unstructured.Unstructured, error) {
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "ReleaseFailed" && m["status"] == "True" {
-				return false, fmt.Errorf("release failed: %v", m["message"])
-			}
-			if m["type"] == "Deployed" && m["status"] == "True" {
-				return true, nil
-			}
+		if st, _, msg := framework.Condition(got, "ReleaseFailed"); st == "True" {
+			return false, fmt.Errorf("release failed: %v", msg)
 		}
-		return false, nil
+		st, _, _ := framework.Condition(got, "Deployed")
+		return st == "True", nil
 	})
 	return ex, err
 }

@@ -30,7 +30,8 @@ func TestMain(m *testing.M) {
 	sandbox.Main(m, sandbox.Options{Nodes: 1})
 }
 
-var repo = filepath.Join("..", "..", "..")
+// repoRoot is the repository root, relative to this package.
+var repoRoot = filepath.Join("..", "..", "..")
 
 // The CSV fields these tests read. The module does not depend on
 // operator-framework/api, and a partial mirror is all the tests need.
@@ -96,7 +97,7 @@ type bundleFiles struct {
 
 func readBundle(t *testing.T) bundleFiles {
 	t.Helper()
-	dir := filepath.Join(repo, "bundle", "manifests")
+	dir := filepath.Join(repoRoot, "bundle", "manifests")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func readBundle(t *testing.T) bundleFiles {
 // makeVariable reads `NAME ?= value` from the Makefile.
 func makeVariable(t *testing.T, name string) string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repo, "Makefile"))
+	f, err := os.Open(filepath.Join(repoRoot, "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestBundleMetadata(t *testing.T) {
 		t.Errorf("CSV spec.version %q, want %q", b.csv.Spec.Version, version)
 	}
 	// The chart says which clusters it installs on; the CSV must not promise more.
-	chart, err := os.ReadFile(filepath.Join(repo, "helm-charts", "kubefledged", "Chart.yaml"))
+	chart, err := os.ReadFile(filepath.Join(repoRoot, "helm-charts", "kubefledged", "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,9 @@ package olm_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/kubefledged/kube-fledged/test/framework"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +16,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // TestKustomizeDeploy installs config/default as `make deploy` does (the
@@ -34,7 +34,7 @@ func TestKustomizeDeploy(t *testing.T) {
 	// The kustomize CLI's order: namespaces and CRDs first.
 	opts := krusty.MakeDefaultOptions()
 	opts.Reorder = krusty.ReorderOptionLegacy
-	resmap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(repo, "config", "default"))
+	resmap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "config", "default"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var objs []*unstructured.Unstructured
 	for _, r := range resmap.Resources() {
@@ -64,11 +64,8 @@ func TestKustomizeDeploy(t *testing.T) {
 
 	crNamespace := "kf-deploy-" + utilrand.String(5)
 	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crNamespace}})).To(Succeed())
-	raw, err := os.ReadFile(filepath.Join(repo, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
+	cr, err := framework.SampleKubeFledged(crNamespace)
 	g.Expect(err).NotTo(HaveOccurred())
-	cr := &unstructured.Unstructured{}
-	g.Expect(yaml.Unmarshal(raw, &cr.Object)).To(Succeed())
-	cr.SetNamespace(crNamespace)
 
 	runOperatorPod(t, dep, cr)
 

@@ -3,6 +3,7 @@ package olm_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,6 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/proc"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -203,7 +206,8 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(cr.GroupVersionKind())
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cr), u)).To(Succeed())
-			g.Expect(condition(u, "Deployed")).To(Equal("True"), "status: %v", u.Object["status"])
+			deployed, _, _ := framework.Condition(u, "Deployed")
+			g.Expect(deployed).To(Equal("True"), "status: %v", u.Object["status"])
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed(), "operator log:\n%s", op.tail())
 		// The chart's own RBAC was created by the operator's identity, which
 		// RBAC allows only if the operator holds every permission it grants.
@@ -288,13 +292,7 @@ func binary(t *testing.T) string {
 	buildOnce.Do(func() {
 		begin := time.Now()
 		built = filepath.Join(sandbox.Get().Dir(), "kubefledged")
-		// Static, like the image: shares compiled packages with the other builds.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", built, ".")
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = repo.Build(context.Background(), ".", built)
 		t.Logf("binary built in %s", time.Since(begin).Round(time.Millisecond))
 	})
 	if buildErr != nil {
@@ -480,23 +478,11 @@ func httpStatus(url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func condition(u *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]interface{}); ok && m["type"] == typ {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
-}
-
 // process is the operator binary running in the background.
 type process struct {
-	cmd     *exec.Cmd
+	child   *proc.Child
 	mu      sync.Mutex
 	out     bytes.Buffer
-	done    chan error
 	stopped bool
 	// home is $HOME, which is on the image's read-only root filesystem.
 	home string
@@ -525,15 +511,18 @@ func (p *process) tail() string {
 // stop sends SIGTERM, as the kubelet does, and waits for the exit code.
 func (p *process) stop(grace time.Duration) (int, error) {
 	p.stopped = true
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(p.child.PID(), syscall.SIGTERM); err != nil {
 		return -1, err
 	}
 	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), nil
+	case <-p.child.Done():
+		var exit *exec.ExitError
+		if errors.As(p.child.Err(), &exit) {
+			return exit.ExitCode(), nil
+		}
+		return 0, p.child.Err()
 	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.child.Kill()
 		return -1, fmt.Errorf("no exit within %s of SIGTERM", grace)
 	}
 }
@@ -543,31 +532,29 @@ func (p *process) stop(grace time.Duration) (int, error) {
 // only the container's environment (plus PATH and a scratch HOME).
 func startBinary(t *testing.T, bin string, args []string, env map[string]string) *process {
 	t.Helper()
-	p := &process{done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir = repo
-	p.home = t.TempDir()
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.home}
+	p := &process{home: t.TempDir()}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = repoRoot
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.home}
 	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = p, p
+	var err error
+	if p.child, err = proc.Run(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		if !p.stopped {
-			_ = p.cmd.Process.Kill()
-			<-p.done
+			p.child.Kill()
 		}
 		if t.Failed() {
 			t.Logf("operator output:\n%s", p.output())
 		}
 	})
 	select {
-	case err := <-p.done:
-		t.Fatalf("the operator exited at once (%v):\n%s", err, p.output())
+	case <-p.child.Done():
+		t.Fatalf("the operator exited at once (%v):\n%s", p.child.Err(), p.output())
 	case <-time.After(500 * time.Millisecond):
 	}
 	return p

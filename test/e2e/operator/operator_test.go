@@ -8,15 +8,10 @@ package operator_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +37,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/internal/pki"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -110,20 +106,6 @@ func kubeFledged(ns, name string, spec map[string]interface{}) *unstructured.Uns
 	return u
 }
 
-func sample(t *testing.T, ns string) *unstructured.Unstructured {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	u.SetNamespace(ns)
-	return u
-}
-
 func specOf(t *testing.T, s string) map[string]interface{} {
 	t.Helper()
 	m := map[string]interface{}{}
@@ -145,24 +127,11 @@ func controllerDeployment(g Gomega, ns, policy string) *appsv1.Deployment {
 	return d
 }
 
-func condition(u *unstructured.Unstructured, typ string) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]interface{})
-		if m["type"] == typ {
-			s, _ := m["status"].(string)
-			r, _ := m["reason"].(string)
-			return s, r
-		}
-	}
-	return "", ""
-}
-
 func waitDeployed(g Gomega, key client.ObjectKey) *unstructured.Unstructured {
 	u := kubeFledged(key.Namespace, key.Name, nil)
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(context.Background(), key, u)).To(Succeed())
-		st, _ := condition(u, "Deployed")
+		st, _, _ := framework.Condition(u, "Deployed")
 		g.Expect(st).To(Equal("True"), "status: %v", u.Object["status"])
 		name, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "name")
 		g.Expect(name).To(Equal(key.Name))
@@ -217,20 +186,13 @@ func caBundle(g Gomega) []byte {
 
 func selfSignedPEM(t *testing.T) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubefledged-test-ca"},
+	ca, err := pki.Sign(&x509.Certificate{Subject: pkix.Name{CommonName: "kubefledged-test-ca"},
 		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		KeyUsage: x509.KeyUsageCertSign}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return ca.CertPEM
 }
 
 // kubectl runs the repository's kubectl against the sandbox, when built.
@@ -280,12 +242,14 @@ func TestOperator(t *testing.T) {
 	t.Run("sample CR deploys the controller with delete", func(t *testing.T) {
 		g := NewWithT(t)
 		begin := time.Now()
-		g.Expect(k8s.Create(context.Background(), sample(t, ns))).To(Succeed())
+		kf, err := framework.SampleKubeFledged(ns)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(k8s.Create(context.Background(), kf)).To(Succeed())
 		d := controllerDeployment(g, ns, "delete")
 		g.Expect(d.Spec.Template.Spec.Containers[0].Args[0]).To(Equal("controller"))
 		g.Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal(release + "-controller"))
 		u := waitDeployed(g, key)
-		_, reason := condition(u, "Deployed")
+		_, reason, _ := framework.Condition(u, "Deployed")
 		g.Expect(reason).To(Equal("InstallSuccessful"))
 		g.Expect(u.GetFinalizers()).To(ContainElement("uninstall-helm-release"))
 		// Self mode renders no caBundle; the controller would inject one.
@@ -310,7 +274,7 @@ func TestOperator(t *testing.T) {
 		g.Expect(byOperator.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--job-retention-policy=delete"))
 		g.Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(context.Background(), key, u)).To(Succeed())
-			_, reason := condition(u, "Deployed")
+			_, reason, _ := framework.Condition(u, "Deployed")
 			g.Expect(reason).To(Equal("UpgradeSuccessful"))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 		t.Logf("upgrade seen in %s", time.Since(begin).Round(time.Millisecond))

@@ -2,15 +2,12 @@ package realnode_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
@@ -67,44 +64,6 @@ func podsOf(g Gomega, ns, job string) []corev1.Pod {
 	l := &corev1.PodList{}
 	g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: job})).To(Succeed())
 	return l.Items
-}
-
-// jobLog records the Jobs created in a namespace: what an operation started is what shows
-// whether an update pulled only what it added.
-type jobLog struct {
-	mu   sync.Mutex
-	jobs []string // "kind image node", one per pair a Job works on
-}
-
-func recordJobs(t *testing.T, ns string) *jobLog {
-	t.Helper()
-	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &jobLog{}
-	go func() {
-		for ev := range w.ResultChan() {
-			if j, ok := ev.Object.(*batchv1.Job); ok && ev.Type == watch.Added {
-				l.mu.Lock()
-				for _, img := range jobs.ImagesOf(j) {
-					l.jobs = append(l.jobs, j.Labels[jobs.LabelKind]+" "+img+" "+j.Annotations[jobs.AnnotationNode])
-				}
-				l.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(w.Stop)
-	return l
-}
-
-// take returns the Jobs seen so far and forgets them.
-func (l *jobLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.jobs
-	l.jobs = nil
-	return out
 }
 
 // inRuntime tells whether containerd holds the image, asked through CRI as the kubelet asks.

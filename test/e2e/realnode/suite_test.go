@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 		// Our binary, for the helper image.
 		Prepare: func(ctx context.Context, dir string) error {
 			t0 := time.Now()
-			err := realnode.BuildStatic(ctx, "github.com/kubefledged/kube-fledged", filepath.Join(dir, "kubefledged"))
+			err := repo.Build(ctx, ".", filepath.Join(dir, "kubefledged"))
 			fmt.Fprintf(os.Stderr, "e2e/realnode: kubefledged built (static) in %s\n", time.Since(t0).Round(time.Millisecond))
 			return err
 		},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // Where a refusal comes from.
@@ -364,15 +365,8 @@ func TestHostileInput(t *testing.T) {
 	g.Expect(w.admin.Create(ctx, kf)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(kf), kf)).To(Succeed())
-		conds, _, _ := unstructured.NestedSlice(kf.Object, "status", "conditions")
-		deployed := false
-		for _, c := range conds {
-			m, _ := c.(map[string]interface{})
-			if m["type"] == "Deployed" && m["status"] == "True" {
-				deployed = true
-			}
-		}
-		g.Expect(deployed).To(BeTrue(), "status: %v", kf.Object["status"])
+		deployed, _, _ := framework.Condition(kf, "Deployed")
+		g.Expect(deployed).To(Equal("True"), "status: %v", kf.Object["status"])
 	}).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 	g.Expect(w.admin.Delete(ctx, kf)).To(Succeed())
 	g.Eventually(func() bool {

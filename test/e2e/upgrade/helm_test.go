@@ -80,7 +80,7 @@ func TestFromHelmRelease(t *testing.T) {
 	// The CRD comes with the chart (crds/); created first, so that the
 	// caches are written before the original's webhook, which refuses
 	// everything on this sandbox, exists. Helm then leaves it be.
-	createCRD(t, g, c, filepath.Join(originalChart, "crds", "imagecaches.yaml"))
+	g.Expect(framework.CreateCRDs(ctx, sandbox.Get().Config(), filepath.Join(originalChart, "crds", "imagecaches.yaml"))).To(Succeed())
 	then := time.Now().Add(-time.Hour).Truncate(time.Second)
 	origSucceeded := originalStatus{status: "Succeeded", reason: "ImageCacheCreate",
 		message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully, started: then, completed: then.Add(20 * time.Second)}
@@ -128,15 +128,7 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(os.WriteFile(valuesFile, raw, 0o600)).To(Succeed())
 
 	// --- 2. Remove the original's release, keep its CRD. ---
-	p.documented(t, stepUninstall)
-	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
-	uninstall.Wait, uninstall.Timeout = true, timeout
-	_, err = uninstall.Run(p.release)
-	g.Expect(err).NotTo(HaveOccurred())
-	p.mustShell(t, stepDeleteWebhook)
-	p.mustShell(t, stepDeleteDeploys)
-	g.Expect(p.mustShell(t, stepNothingLeft)).To(ContainSubstring("No resources found"))
-	originalGone(t, g, c, p)
+	removeOriginal(t, g, c, p)
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(leftover), &batchv1.Job{})).To(Succeed(),
 		"the original's Job outlives its release: our controller's clean-up is what removes it")
 
@@ -174,7 +166,8 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(ours.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
 		"--image-cache-refresh-frequency=20m", "--image-pull-deadline-duration=3m",
 		"--image-pull-policy=IfNotPresent", "--job-retention-policy=delete"))
-	jobsSeen := recordJobs(t, kube)
+	jobLog := framework.RecordJobs(t, kube, "", nil)
+	seen := func() []string { return jobsSeen(jobLog) }
 	statuses := recordStatuses(t, c)
 	runOurs(t, g, c, ours)
 	ourWebhookAdmits(g, c, p.ns)
@@ -210,10 +203,10 @@ func TestFromHelmRelease(t *testing.T) {
 		"created pull busybox:1.36.1 sandbox-node-1",
 		"deleted pull busybox:1.36.1 sandbox-node-1",
 	}
-	g.Eventually(jobsSeen.seen).WithTimeout(10*time.Second).WithPolling(poll).Should(ContainElement(wantJobs[0]),
+	g.Eventually(seen).WithTimeout(10*time.Second).WithPolling(poll).Should(ContainElement(wantJobs[0]),
 		"our start-up clean-up did not delete the original's leftover Job")
-	g.Eventually(jobsSeen.seen).WithTimeout(10 * time.Second).WithPolling(poll).Should(HaveLen(len(wantJobs)))
-	g.Consistently(jobsSeen.seen).WithTimeout(2*time.Second).WithPolling(poll).Should(Equal(wantJobs), "Jobs created and deleted")
+	g.Eventually(seen).WithTimeout(10 * time.Second).WithPolling(poll).Should(HaveLen(len(wantJobs)))
+	g.Consistently(seen).WithTimeout(2*time.Second).WithPolling(poll).Should(Equal(wantJobs), "Jobs created and deleted")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(leftover), &batchv1.Job{}))).To(BeTrue())
 
 	for k, want := range specs {

@@ -60,8 +60,8 @@ func TestFromOperator(t *testing.T) {
 	// --- The cluster as the original operator left it. ---
 	freshCRDs(t, g, c)
 	namespaces(t, c, p.ns)
-	createCRD(t, g, c, fixture("operator-v0.10/kubefledgeds-crd.yaml"))
-	createCRD(t, g, c, filepath.Join(originalChart, "crds", "imagecaches.yaml"))
+	g.Expect(framework.CreateCRDs(ctx, sandbox.Get().Config(),
+		fixture("operator-v0.10/kubefledgeds-crd.yaml"), filepath.Join(originalChart, "crds", "imagecaches.yaml"))).To(Succeed())
 	then := time.Now().Add(-time.Hour).Truncate(time.Second)
 	origStatus := originalStatus{status: "Succeeded", reason: "ImageCacheRefresh",
 		message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully, started: then, completed: then.Add(5 * time.Second)}
@@ -109,15 +109,7 @@ func TestFromOperator(t *testing.T) {
 	}
 
 	// --- 2. Remove the original's release, keep its CRD. ---
-	p.documented(t, stepUninstall)
-	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
-	uninstall.Wait, uninstall.Timeout = true, timeout
-	_, err := uninstall.Run(p.release)
-	g.Expect(err).NotTo(HaveOccurred())
-	p.mustShell(t, stepDeleteWebhook)
-	p.mustShell(t, stepDeleteDeploys)
-	g.Expect(p.mustShell(t, stepNothingLeft)).To(ContainSubstring("No resources found"))
-	originalGone(t, g, c, p)
+	removeOriginal(t, g, c, p)
 	g.Expect(kubeFledgedSpec(g, c, p.ns, cr.GetName())).To(Equal(crSpec), "the resource is kept")
 
 	// --- 3. Our CRDs over theirs. ---
@@ -133,7 +125,7 @@ func TestFromOperator(t *testing.T) {
 	// --- 4. Our operator, given the same resource. ---
 	runOurOperator(t, g, c, p.ns, cr.GetName())
 	u := waitDeployed(g, c, p.ns, cr.GetName())
-	_, reason := deployedCondition(u)
+	_, reason, _ := framework.Condition(u, "Deployed")
 	g.Expect(reason).To(Equal("InstallSuccessful"), "our operator installs our chart afresh: the original's release is gone")
 	ours := deploymentArgs(g, c, p.ns, "fledged-kubefledged-controller")
 	g.Expect(ours).To(ContainElements("--image-cache-refresh-frequency=30m", "--job-retention-policy=retain",
@@ -185,7 +177,7 @@ func waitDeployed(g Gomega, c client.Client, ns, name string) *unstructured.Unst
 	u.SetGroupVersionKind(operator.KubeFledgedGVK)
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)).To(Succeed())
-		st, _ := deployedCondition(u)
+		st, _, _ := framework.Condition(u, "Deployed")
 		g.Expect(st).To(Equal("True"), "status: %v", u.Object["status"])
 		rel, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "name")
 		g.Expect(rel).To(Equal(name))
@@ -193,19 +185,6 @@ func waitDeployed(g Gomega, c client.Client, ns, name string) *unstructured.Unst
 		g.Expect(manifest).To(ContainSubstring("name: fledged-kubefledged-controller"), "the status still describes the original's release")
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	return u
-}
-
-func deployedCondition(u *unstructured.Unstructured) (status, reason string) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, _ := cond.(map[string]interface{})
-		if m["type"] == "Deployed" {
-			s, _ := m["status"].(string)
-			r, _ := m["reason"].(string)
-			return s, r
-		}
-	}
-	return "", ""
 }
 
 // kubeFledgedSpec reads a KubeFledged resource's spec as the API serves it.

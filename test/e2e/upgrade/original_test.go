@@ -85,18 +85,6 @@ func freshCRDs(t *testing.T, g Gomega, c client.Client) {
 	}
 }
 
-// createCRD creates a CRD from a file, as `kubectl create -f` would, and
-// waits until it is served.
-func createCRD(t *testing.T, g Gomega, c client.Client, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	g.Expect(err).NotTo(HaveOccurred())
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(yaml.UnmarshalStrict(raw, crd)).To(Succeed())
-	g.Expect(c.Create(context.Background(), crd)).To(Succeed())
-	framework.WaitEstablished(g, c, crd.Name, timeout)
-}
-
 // kubeletImages lists images as a kubelet reports them in status.images:
 // fully qualified, under a repo digest and the tag.
 func kubeletImages(refs ...string) []corev1.ContainerImage {
@@ -272,6 +260,22 @@ func originalWebhookRefuses(g Gomega, c client.Client, ns string) {
 	g.Eventually(func() error {
 		return c.Create(context.Background(), u.DeepCopy(), client.DryRunAll)
 	}).WithTimeout(timeout).WithPolling(poll).Should(MatchError(ContainSubstring(`failed calling webhook "validate-image-cache.kubefledged.io"`)))
+}
+
+// removeOriginal runs the documented steps that remove the original's release and what
+// Helm leaves of it (the webhook configuration, the Deployments), the CRD kept, and checks
+// that nothing of the release is left.
+func removeOriginal(t *testing.T, g Gomega, c client.Client, p procedure) {
+	t.Helper()
+	p.documented(t, stepUninstall)
+	uninstall := action.NewUninstall(helmop.HelmConfig(t, p.ns))
+	uninstall.Wait, uninstall.Timeout = true, timeout
+	_, err := uninstall.Run(p.release)
+	g.Expect(err).NotTo(HaveOccurred())
+	p.mustShell(t, stepDeleteWebhook)
+	p.mustShell(t, stepDeleteDeploys)
+	g.Expect(p.mustShell(t, stepNothingLeft)).To(ContainSubstring("No resources found"))
+	originalGone(t, g, c, p)
 }
 
 // originalGone checks that nothing the original's release made is left:

@@ -11,11 +11,9 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -80,59 +78,26 @@ func ourWebhookAdmits(g Gomega, c client.Client, ns string) {
 	g.Expect(err).To(MatchError(ContainSubstring("names the same image as")))
 }
 
-// jobLog records, from the moment it starts, the Jobs created and deleted,
-// in the order the API server reports them: ours as "kind images node"
-// (the one image of a Job per (image, node), every container's image of a
-// node's pull Job), which says what was pulled where at either
-// granularity, others by namespace/name.
-type jobLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func recordJobs(t *testing.T, kube kubernetes.Interface) *jobLog {
-	t.Helper()
-	l, err := kube.BatchV1().Jobs("").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := kube.BatchV1().Jobs("").Watch(context.Background(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	log := &jobLog{}
-	go func() {
-		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
-			if !ok {
-				continue
-			}
-			what := key(j.Namespace, j.Name)
-			if kind := j.Labels[jobs.LabelKind]; kind != "" {
-				what = kind + " " + strings.Join(jobs.ImagesOf(j), ",") + " " + j.Annotations[jobs.AnnotationNode]
-			}
-			var e string
-			switch ev.Type {
-			case watch.Added:
-				e = "created " + what
-			case watch.Deleted:
-				e = "deleted " + what
-			default:
-				continue
-			}
-			log.mu.Lock()
-			log.events = append(log.events, e)
-			log.mu.Unlock()
+// jobsSeen is, in the order the API server reported them, the Jobs created and deleted:
+// ours as "kind images node" (the one image of a Job per (image, node), every container's
+// image of a node's pull Job), which says what was pulled where at either granularity,
+// others by namespace/name.
+func jobsSeen(l *framework.JobLog) []string {
+	var out []string
+	for _, ev := range l.Events() {
+		j := &ev.Job
+		what := key(j.Namespace, j.Name)
+		if kind := j.Labels[jobs.LabelKind]; kind != "" {
+			what = kind + " " + strings.Join(jobs.ImagesOf(j), ",") + " " + j.Annotations[jobs.AnnotationNode]
 		}
-	}()
-	return log
-}
-
-func (l *jobLog) seen() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string{}, l.events...)
+		switch ev.Type {
+		case watch.Added:
+			out = append(out, "created "+what)
+		case watch.Deleted:
+			out = append(out, "deleted "+what)
+		}
+	}
+	return out
 }
 
 // statusLog records every (status, reason) an ImageCache goes through, by

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"runtime"
 	"slices"
@@ -27,7 +26,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // File is one entry of a test image's layer.
@@ -115,22 +113,6 @@ func BinaryImage(bin, at string) (v1.Image, error) {
 		return nil, err
 	}
 	return NewImage([]string{at}, l)
-}
-
-// BuildStatic builds the Go package pkg (a path inside this module) into out as a static
-// binary: images built on an empty base have no C library to link against.
-func BuildStatic(ctx context.Context, pkg, out string) error {
-	root, err := repo.Root()
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("realnode: go build %s: %v\n%s", pkg, err, b)
-	}
-	return nil
 }
 
 // registryServer is an OCI registry in the test process, on loopback: images are pushed by

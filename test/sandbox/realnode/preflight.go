@@ -49,13 +49,7 @@ func Check(o Options) error {
 			}
 		}
 	}
-	var bins []string
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
-		if _, err := exec.LookPath(b); err != nil {
-			bins = append(bins, b)
-		}
-	}
-	if len(bins) > 0 {
+	if bins := notOnPath("containerd", "containerd-shim-runc-v2", "runc"); len(bins) > 0 {
 		missing = append(missing, strings.Join(bins, ", ")+" (Debian package containerd; make realnode-deps)")
 	}
 	if cniBinDir() == "" {
@@ -67,13 +61,7 @@ func Check(o Options) error {
 		ip = false
 		missing = append(missing, "ip (Debian package iproute2), to remove the pod bridge")
 	}
-	var ipt []string
-	for _, b := range []string{"iptables", "iptables-save", "iptables-restore"} {
-		if _, err := exec.LookPath(b); err != nil {
-			ipt = append(ipt, b)
-		}
-	}
-	if len(ipt) > 0 {
+	if ipt := notOnPath("iptables", "iptables-save", "iptables-restore"); len(ipt) > 0 {
 		missing = append(missing, strings.Join(ipt, ", ")+" (Debian package iptables), for kube-proxy and the clean-up")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
@@ -179,4 +167,15 @@ func probeBridge() string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return ""
+}
+
+// notOnPath are the commands of names that are not on $PATH.
+func notOnPath(names ...string) []string {
+	var out []string
+	for _, b := range names {
+		if _, err := exec.LookPath(b); err != nil {
+			out = append(out, b)
+		}
+	}
+	return out
 }

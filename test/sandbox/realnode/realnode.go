@@ -197,7 +197,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	pauseDone := make(chan error, 1)
 	pauseBin := filepath.Join(n.dir, "images", "pause")
 	go func() {
-		pauseDone <- BuildStatic(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/pause", pauseBin)
+		pauseDone <- repo.Build(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/pause", pauseBin)
 	}()
 	type certResult struct {
 		cert, key []byte

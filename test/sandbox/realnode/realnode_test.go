@@ -19,9 +19,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode/host"
 )
@@ -177,21 +179,32 @@ func runPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Nod
 			Containers:                    []corev1.Container{{Name: "sleep", Image: ref}},
 		},
 	}
+	_, took := createPod(t, ctx, kube, n, pod, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	t.Logf("pod %s Running %s after create", pod.Name, took.Round(time.Millisecond))
+	return ref
+}
+
+// createPod creates pod in the default namespace and waits up to a minute until done holds
+// of it; it returns the pod as it then is and how long that took.
+func createPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Node, pod *corev1.Pod, done func(*corev1.Pod) bool) (*corev1.Pod, time.Duration) {
+	t.Helper()
 	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	for {
+	last := pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-		if err == nil && p.Status.Phase == corev1.PodRunning {
-			t.Logf("pod %s Running %s after create", pod.Name, time.Since(begin).Round(time.Millisecond))
-			return ref
+		if err != nil {
+			return false, nil
 		}
-		if time.Since(begin) > time.Minute {
-			t.Fatalf("pod %s not Running after 1m: %+v (logs in %s)", pod.Name, p.Status, n.LogDir())
-		}
-		time.Sleep(200 * time.Millisecond)
+		last = p
+		return done(p), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s: %v: %+v (logs in %s)", pod.Name, err, last.Status, n.LogDir())
 	}
+	return last, time.Since(begin)
 }
 
 // probeAPI runs apiprobe in a pod of an image named for a mirrored registry: the node pulls
@@ -200,7 +213,7 @@ func runPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Nod
 func probeAPI(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *Node) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "apiprobe")
-	if err := BuildStatic(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/apiprobe", bin); err != nil {
+	if err := repo.Build(ctx, "github.com/kubefledged/kube-fledged/test/sandbox/realnode/apiprobe", bin); err != nil {
 		t.Fatal(err)
 	}
 	img, err := BinaryImage(bin, "/apiprobe")
@@ -222,28 +235,17 @@ func probeAPI(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *N
 			Containers:    []corev1.Container{{Name: "probe", Image: ref}},
 		},
 	}
-	if _, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	p, took := createPod(t, ctx, kube, n, pod, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	msg := ""
+	if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
+		msg = cs[0].State.Terminated.Message
 	}
-	begin := time.Now()
-	for {
-		p, err := kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-		if err == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
-			msg := ""
-			if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
-				msg = cs[0].State.Terminated.Message
-			}
-			if p.Status.Phase != corev1.PodSucceeded || msg != "v1.35.4" {
-				t.Errorf("apiprobe pod %s: %q, want the API server's version v1.35.4 (kube-proxy log %s)", p.Status.Phase, msg, filepath.Join(n.LogDir(), "kube-proxy.log"))
-			} else {
-				t.Logf("a pod reached the API server through the kubernetes Service %s after create", time.Since(begin).Round(time.Millisecond))
-			}
-			return
-		}
-		if time.Since(begin) > time.Minute {
-			t.Fatalf("apiprobe pod not finished after 1m: %+v (logs in %s)", p.Status, n.LogDir())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if p.Status.Phase != corev1.PodSucceeded || msg != "v1.35.4" {
+		t.Errorf("apiprobe pod %s: %q, want the API server's version v1.35.4 (kube-proxy log %s)", p.Status.Phase, msg, filepath.Join(n.LogDir(), "kube-proxy.log"))
+	} else {
+		t.Logf("a pod reached the API server through the kubernetes Service %s after create", took.Round(time.Millisecond))
 	}
 }
 

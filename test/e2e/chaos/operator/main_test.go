@@ -10,9 +10,6 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-var builder *chaos.Builder
-
 func TestMain(m *testing.M) {
-	builder = chaos.BuildInBackground("operator")
-	sandbox.Main(m, sandbox.Options{Nodes: 1})
+	chaos.Main(m, "operator", sandbox.Options{Nodes: 1})
 }

@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -22,10 +21,10 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
 	"github.com/kubefledged/kube-fledged/test/e2e/chaos"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 const release = "kubefledged" // the sample CR's name
@@ -51,7 +50,7 @@ var releaseKinds = []schema.GroupVersionResource{
 // converge to the resource's spec, and no object of the release may be
 // deleted at any time.
 func TestOperatorKilledDuringUpgrade(t *testing.T) {
-	e := chaos.Setup(t, builder)
+	e := chaos.Setup(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	kills := 3
@@ -65,11 +64,8 @@ func TestOperatorKilledDuringUpgrade(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	watch := watchRelease(t, dyn, ns)
 
-	raw, err := os.ReadFile(filepath.Join(e.Root, "config", "samples", "charts_v1alpha2_kubefledged.yaml"))
+	cr, err := framework.SampleKubeFledged(ns)
 	g.Expect(err).NotTo(HaveOccurred())
-	cr := &unstructured.Unstructured{}
-	g.Expect(yaml.Unmarshal(raw, &cr.Object)).To(Succeed())
-	cr.SetNamespace(ns)
 	key := client.ObjectKeyFromObject(cr)
 
 	n := 0
@@ -177,12 +173,8 @@ func converged(e *chaos.Env, key client.ObjectKey, deadline string, w *releaseWa
 	if err := e.Client.Get(ctx, key, u); err != nil {
 		return err
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]interface{})
-		if m["type"] == "Deployed" && m["status"] == "True" {
-			return nil
-		}
+	if st, _, _ := framework.Condition(u, "Deployed"); st == "True" {
+		return nil
 	}
 	return fmt.Errorf("the resource is not Deployed: %v", u.Object["status"])
 }

@@ -45,7 +45,7 @@ type leaseSeen struct {
 // within the lease duration, and finish the work; Jobs of the dead leader's
 // operations go in the new leader's start-up clean-up.
 func TestLeaderKilled(t *testing.T) {
-	e := chaos.Setup(t, builder)
+	e := chaos.Setup(t)
 	jobLog := e.RecordJobs(t)
 	rounds := 1
 	if chaos.Long() {

@@ -13,9 +13,6 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-var builder *chaos.Builder
-
 func TestMain(m *testing.M) {
-	builder = chaos.BuildInBackground("outage")
-	sandbox.Main(m, sandbox.Options{Nodes: 3, PullDelay: 1500 * time.Millisecond})
+	chaos.Main(m, "outage", sandbox.Options{Nodes: 3, PullDelay: 1500 * time.Millisecond})
 }

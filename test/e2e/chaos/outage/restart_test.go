@@ -22,7 +22,7 @@ import (
 // again through the re-listed informers, and those that fail to create during
 // it are created on retry under the same fixed names.
 func TestControlPlaneRestarts(t *testing.T) {
-	e := chaos.Setup(t, builder)
+	e := chaos.Setup(t)
 	ctx := context.Background()
 	// Pulls must not run out of time while the apiserver is away.
 	p := e.StartController(t, "controller-outage", map[string]string{"image-pull-deadline-duration": "3m"})
