@@ -77,24 +77,13 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 		"--pull-job-granularity=node",
 	}
 	args = append(args, extra...)
-	logFile, err := os.Create(logPath)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "KUBEFLEDGED_PPROF_ADDR="+pprofAddr)
+	p, err := launch(cmd, logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "KUBEFLEDGED_PPROF_ADDR="+pprofAddr)
-	// The controller dies with the benchmark, however the benchmark ends.
-	if err := proc.Start(cmd); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	p := &controller{cmd: cmd, pid: cmd.Process.Pid, metricsAddr: metricsAddr, pprofAddr: pprofAddr, logPath: logPath, exited: make(chan struct{})}
-	go func() {
-		p.exitErr = cmd.Wait()
-		logFile.Close()
-		close(p.exited)
-	}()
+	p.metricsAddr, p.pprofAddr = metricsAddr, pprofAddr
 	// Serving metrics means the manager runs; the caller still waits for a
 	// probe cache to learn that the caches synced and the clean-up ran.
 	deadline := time.Now().Add(60 * time.Second)
@@ -112,6 +101,27 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 			return nil, fmt.Errorf("controller metrics not served within 60s (log %s)", logPath)
 		}
 	}
+}
+
+// launch starts a controller's process, its output to logPath; it dies with
+// the benchmark, however the benchmark ends.
+func launch(cmd *exec.Cmd, logPath string) (*controller, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := proc.Start(cmd); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	p := &controller{cmd: cmd, pid: cmd.Process.Pid, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		p.exitErr = cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+	return p, nil
 }
 
 // stop ends the controller the way Kubernetes would: SIGTERM, then SIGKILL.
@@ -141,8 +151,12 @@ func (p *controller) alive() error {
 	}
 }
 
-// scrape reads the metrics endpoint into "name{labels}" -> value.
+// scrape reads the metrics endpoint into "name{labels}" -> value; none for a
+// controller without one (the original).
 func (p *controller) scrape() (map[string]float64, error) {
+	if p.metricsAddr == "" {
+		return map[string]float64{}, nil
+	}
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + p.metricsAddr + "/metrics")
 	if err != nil {

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log"
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
+	"github.com/kubefledged/kube-fledged/internal/pki"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -29,6 +33,9 @@ import (
 type apiProxy struct {
 	srv *http.Server
 	ln  net.Listener
+	// tls serves the same counting over TLS, for a client that takes only an
+	// https address and a CA (the original's in-cluster configuration).
+	tls *http.Server
 
 	mu     sync.Mutex
 	counts map[reqKey]int
@@ -103,8 +110,46 @@ func startProxy(cfg *rest.Config) (*apiProxy, error) {
 func (p *apiProxy) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = p.srv.Shutdown(ctx)
-	_ = p.srv.Close()
+	for _, srv := range []*http.Server{p.srv, p.tls} {
+		if srv != nil {
+			_ = srv.Shutdown(ctx)
+			_ = srv.Close()
+		}
+	}
+}
+
+// serveTLS starts the TLS listener and returns its address and the PEM of the CA
+// that signed its certificate; the proxy is stopped with it.
+func (p *apiProxy) serveTLS() (string, []byte, error) {
+	ca, err := pki.Sign(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "bench proxy CA"}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}, nil, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	leaf, err := pki.Sign(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "bench proxy"}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, ca.Cert, ca.Key)
+	if err != nil {
+		return "", nil, err
+	}
+	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return "", nil, err
+	}
+	p.tls = &http.Server{Handler: p.srv.Handler}
+	go func() {
+		if err := p.tls.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Printf("bench proxy (TLS): %v", err)
+		}
+	}()
+	return ln.Addr().String(), ca.CertPEM, nil
 }
 
 // kubeconfig writes a kubeconfig that points at the proxy, without

@@ -146,5 +146,8 @@ func (r *benchRun) merge(root string) error {
 	if !r.Config.Runs(6) {
 		s.WarmRefresh = ps.WarmRefresh
 	}
+	if !r.Config.Runs(7) {
+		s.Original = ps.Original
+	}
 	return nil
 }

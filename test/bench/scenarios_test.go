@@ -23,20 +23,29 @@ func (e *env) coldCache() (*coldResult, error) {
 	if err != nil {
 		return r, err
 	}
+	r.Runs, err = e.coldRuns("scenario 1", "s1", fl, imgs, r.Pairs, true)
+	return r, err
+}
+
+// coldRuns measures our controller on a cold cache of imgs on every node, with caps
+// that cannot bind and then with the defaults, each against the floor fl; the
+// namespaces are prefix-open and prefix-default.
+func (e *env) coldRuns(label, prefix string, fl *floorResult, imgs []string, pairs int, profile bool) ([]*phase, error) {
+	var runs []*phase
 	for _, run := range []struct {
 		ns   string
 		caps caps
-	}{{"s1-open", openCaps(r.Pairs, len(imgs))}, {"s1-default", defaultCaps}} {
-		p, _, err := e.measuredCreate("scenario 1, "+run.caps.Name, run.ns, run.caps, imgs, r.Pairs, e.cfg.Deadline, true)
+	}{{prefix + "-open", openCaps(pairs, len(imgs))}, {prefix + "-default", defaultCaps}} {
+		p, _, err := e.measuredCreate(label+", "+run.caps.Name, run.ns, run.caps, imgs, pairs, e.cfg.Deadline, profile)
 		if p != nil {
 			p.RatioToFloor = round(p.Seconds/fl.Seconds, 2)
-			r.Runs = append(r.Runs, p)
+			runs = append(runs, p)
 		}
 		if err != nil {
-			return r, err
+			return runs, err
 		}
 	}
-	return r, nil
+	return runs, nil
 }
 
 // completeCache returns the namespace holding a cache that is complete on

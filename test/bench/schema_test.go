@@ -20,6 +20,7 @@ type (
 	fastResult     = report.FastResult
 	fastRun        = report.FastRun
 	warmResult     = report.WarmResult
+	originalResult = report.OriginalResult
 	runInfo        = report.RunInfo
 )
 

@@ -205,6 +205,14 @@ func (r *Report) EvalTargets() []Target {
 			passFail(found == w.UnreportedPairs && w.Phase.Jobs.Failed == 0 && w.Phase.Status != nil &&
 				w.Phase.Status.Counts.Failed == 0 && int(w.Phase.Status.Counts.AlreadyPresent) == w.ReportedPairs))
 	}
+	if o := r.Scenarios.Original; o != nil && o.Original != nil {
+		orig := o.Original
+		add("7", "the original v0.10: final status; time / floor",
+			fmt.Sprintf("%s; %.2fx (%.0f s / %.0f s)", orig.Status.Status, orig.RatioToFloor, orig.Seconds, o.Floor.Seconds), "(reported)", "")
+		for _, p := range o.Runs {
+			add("7", "the original's time / ours, "+p.Caps.Name, fmt.Sprintf("%.1fx (%.0f s / %.0f s)", orig.Seconds/p.Seconds, orig.Seconds, p.Seconds), "(reported)", "")
+		}
+	}
 	return out
 }
 
@@ -395,6 +403,18 @@ func (r *Report) Markdown(limits []byte) string {
 			r.phaseTable(&m, columns("", nil, []*Phase{s.Phase})...)
 		}
 	}
+	if s := r.Scenarios.Original; s != nil {
+		m.p("## Scenario 7: the original kube-fledged beside ours, %d nodes × %d images (%d pulls)", s.Nodes, s.Images, s.Pairs)
+		m.p("")
+		s.Run.describe(&m, fmt.Sprintf("pull delay %s; the original is %s, built from its source", s.Run.Config.PullDelay, s.Version))
+		m.p("The original creates one Job per (image, node). It takes only an in-cluster configuration, so it reaches")
+		m.p("the API server through the counting proxy over TLS, with a service account's token, in a mount namespace")
+		m.p("of its own. It ran with `--image-pull-deadline-duration=%s` and no refresh, against the ImageCache CRD", s.Run.Config.Deadline)
+		m.p("without its status subresource (the original writes status with updates of the whole object), in the same")
+		m.p("sandbox as the floor and ours, one after the other. It serves no metrics, so its Go heap reads 0.")
+		m.p("")
+		r.phaseTable(&m, columns("", s.Floor, append([]*Phase{s.Original}, s.Runs...))...)
+	}
 	if len(r.Profiles) > 0 {
 		m.p("## CPU profile of the controller during scenario 1")
 		m.p("")
@@ -448,7 +468,9 @@ func (r *Report) Markdown(limits []byte) string {
 	m.p("`BENCH_PROFILES=stock` skips it, `BENCH_PROFILES=tuned` runs it alone. The scale comes from the environment:")
 	m.p("`BENCH_NODES`, `BENCH_IMAGES`, `BENCH_NEW_NODES`, `BENCH_HELD_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`,")
 	m.p("`BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`, `BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`,")
-	m.p("`BENCH_WARM_NODES`, `BENCH_WARM_IMAGES`, `BENCH_WARM_OTHER`, `BENCH_SCENARIOS` (e.g. `1,4`).")
+	m.p("`BENCH_WARM_NODES`, `BENCH_WARM_IMAGES`, `BENCH_WARM_OTHER`, `BENCH_ORIGINAL_NODES`, `BENCH_SCENARIOS` (e.g. `1,4`).")
+	m.p("Scenario 7 runs only with `BENCH_ORIGINAL_SRC`, a git checkout of github.com/senthilrch/kube-fledged (tag")
+	m.p("v0.10.0), which it builds: the Go module proxy refuses that module.")
 	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous JSON of the same profile (each scenario keeps")
 	m.p("its own floor, from its own run); `BENCH_RENDER=1` only re-renders this file from the JSON, e.g. after editing")
 	m.p("`test/bench/limits.md`.")

@@ -60,6 +60,9 @@ type Config struct {
 	WarmNodes  int `json:"warmNodes,omitempty"`
 	WarmImages int `json:"warmImages,omitempty"`
 	WarmOther  int `json:"warmOtherImages,omitempty"`
+	// Scenario 7's scale: the original kube-fledged cannot finish the
+	// scenario 1 scale within an hour on the stock profile.
+	OriginalNodes int `json:"originalNodes,omitempty"`
 }
 
 // Caps are the controller's pacing and client limits for one run.
@@ -335,6 +338,18 @@ type WarmResult struct {
 	Phase           *Phase  `json:"phase"`
 }
 
+// Scenario 7: the original kube-fledged (v0.10, the last release, unmaintained) and ours on
+// the same cold cache, in one sandbox, with the floor of that sandbox. Its scale is the
+// largest the original finishes within an hour on the profile (OriginalNodes × Images);
+// Runs are ours, as in scenario 1.
+type OriginalResult struct {
+	ColdResult
+	// Version is what `git describe` says of the checkout the original was built from.
+	Version string `json:"version"`
+	// Original has no client-go or kubefledged metrics: it serves none.
+	Original *Phase `json:"original"`
+}
+
 // Report is docs/benchmarks.json; docs/benchmarks.md renders it.
 type Report struct {
 	Generated       string  `json:"generated"`
@@ -348,6 +363,7 @@ type Report struct {
 		FastPods      *FastResult     `json:"fastPods,omitempty"`
 		HeldNodes     *HeldResult     `json:"heldNodes,omitempty"`
 		WarmRefresh   *WarmResult     `json:"warmRefresh,omitempty"`
+		Original      *OriginalResult `json:"original,omitempty"`
 	} `json:"scenarios"`
 	Targets []Target `json:"targets"`
 	// Profiles are `go tool pprof -top` of the controller during scenario 1.

@@ -178,3 +178,24 @@ func TestRenderReadsTuned(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(main.Scenarios.ColdCache.Runs[0].RatioToFloor).To(Equal(0.1))
 }
+
+// The original's figures are held against ours of the same run, and the page says which
+// version ran.
+func TestOriginalBesideOurs(t *testing.T) {
+	g := NewWithT(t)
+	r := &Report{}
+	ours := &Phase{Name: "scenario 7, default caps", Caps: Caps{Name: "default caps"}, Seconds: 50}
+	r.Scenarios.Original = &OriginalResult{
+		ColdResult: ColdResult{Nodes: 100, Images: 10, Pairs: 1000, Floor: &FloorResult{Seconds: 300}, Runs: []*Phase{ours}},
+		Version:    "v0.10.0",
+		Original:   &Phase{Name: "the original v0.10.0", Seconds: 600, RatioToFloor: 2, Status: &StatusFigures{Status: "Succeeded"}},
+	}
+	g.Expect(r.EvalTargets()).To(ConsistOf(
+		HaveField("Value", "Succeeded; 2.00x (600 s / 300 s)"),
+		HaveField("Value", "12.0x (600 s / 50 s)"),
+	))
+	page := r.Markdown(nil)
+	g.Expect(page).To(ContainSubstring("## Scenario 7: the original kube-fledged beside ours, 100 nodes × 10 images (1000 pulls)"))
+	g.Expect(page).To(ContainSubstring("the original is v0.10.0, built from its source"))
+	g.Expect(page).To(ContainSubstring("| the original v0.10.0 | scenario 7, default caps |"))
+}
