@@ -276,11 +276,7 @@ func clients(t *testing.T) (kubernetes.Interface, client.Client) {
 	return cs, c
 }
 
-var (
-	buildOnce sync.Once
-	built     string
-	buildErr  error
-)
+var built framework.Once[string]
 
 // binary builds the binary once per package. A plain build reuses the
 // packages every other test package compiled, so on a cold CI machine it
@@ -289,16 +285,13 @@ var (
 // removes.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return built.Get(t, func() (string, error) {
 		begin := time.Now()
-		built = filepath.Join(sandbox.Get().Dir(), "kubefledged")
-		buildErr = repo.Build(context.Background(), ".", built)
+		bin := filepath.Join(sandbox.Get().Dir(), "kubefledged")
+		err := repo.Build(context.Background(), ".", bin)
 		t.Logf("binary built in %s", time.Since(begin).Round(time.Millisecond))
+		return bin, err
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return built
 }
 
 // grantPermissions creates what OLM creates from the CSV's install strategy
