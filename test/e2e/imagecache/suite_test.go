@@ -22,9 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
@@ -67,13 +65,11 @@ var setupOnce sync.Once
 func env(t *testing.T) {
 	t.Helper()
 	setupOnce.Do(func() {
-		// The controller's log goes to a file beside the sandbox's own logs.
-		logFile, err := os.Create(filepath.Join(sandbox.Get().Dir(), "controller.log"))
-		if err != nil {
+		if err := framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "controller.log")); err != nil {
 			panic(err)
 		}
-		ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 		cfg := sandbox.Get().Config()
+		var err error
 		if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 			panic(err)
 		}

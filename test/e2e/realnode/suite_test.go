@@ -16,9 +16,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -127,12 +125,11 @@ func ref(name string) string { return refs[name+":"+tag] }
 
 // connect makes the clients and installs the CRD.
 func connect(ctx context.Context) error {
-	logFile, err := os.Create(filepath.Join(sb.Dir(), "controller.log"))
-	if err != nil {
+	if err := framework.LogToFile(filepath.Join(sb.Dir(), "controller.log")); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	cfg := sb.Config()
+	var err error
 	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}

@@ -149,7 +149,8 @@ func TestFromOperator(t *testing.T) {
 // answers on the sandbox and would refuse every ImageCache write after.
 func runOurOperator(t *testing.T, g Gomega, c client.Client, ns, name string) {
 	t.Helper()
-	logToFile(t)
+	// Our controller's and our operator's log (both in-process) go beside the sandbox's.
+	g.Expect(framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "upgrade.log"))).To(Succeed())
 	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
 		WatchesFile:             filepath.Join(repo, "watches.yaml"),
 		MetricsAddr:             "0",
