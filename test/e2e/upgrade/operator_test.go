@@ -55,11 +55,9 @@ func TestFromOperator(t *testing.T) {
 	c, _ := clients(t)
 	ctx := context.Background()
 	p := procedure{ns: "fledged-system", release: "fledged", fullname: "fledged-kube-fledged"}
-	begin := time.Now()
 
 	// --- The cluster as the original operator left it. ---
-	freshCRDs(t, g, c)
-	namespaces(t, c, p.ns)
+	lap := freshCluster(t, g, c, p.ns)
 	g.Expect(framework.CreateCRDs(ctx, sandbox.Get().Config(),
 		fixture("operator-v0.10/kubefledgeds-crd.yaml"), filepath.Join(originalChart, "crds", "imagecaches.yaml"))).To(Succeed())
 	then := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -92,8 +90,7 @@ func TestFromOperator(t *testing.T) {
 	crSpec := kubeFledgedSpec(g, c, p.ns, cr.GetName())
 	g.Expect(crSpec).To(HaveKeyWithValue("validatingWebhookCABundle", BeNil()), "the original's sample carries it, empty")
 	cacheSpec, cacheBefore := specOf(g, c, p.ns, "web")
-	t.Logf("the original's cluster ready in %s", time.Since(begin).Round(time.Millisecond))
-	begin = time.Now()
+	lap("the original's cluster ready")
 
 	// --- 1. Stop the original operator, keep the resource. ---
 	for _, step := range stepsStopOperator {
@@ -134,7 +131,7 @@ func TestFromOperator(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ourRel.Chart.Metadata.Name).To(Equal("kubefledged"))
 	g.Expect(ourRel.Version).To(Equal(1), "a fresh release, not an upgrade of the original's")
-	t.Logf("procedure to our release deployed in %s", time.Since(begin).Round(time.Millisecond))
+	lap("procedure to our release deployed")
 
 	g.Expect(kubeFledgedSpec(g, c, p.ns, cr.GetName())).To(Equal(crSpec), "our operator changed the resource's spec")
 	originalGone(t, g, c, p)

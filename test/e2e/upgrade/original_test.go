@@ -60,20 +60,14 @@ func clients(t *testing.T) (client.WithWatch, kubernetes.Interface) {
 	return c, kubernetes.NewForConfigOrDie(sandbox.Get().Config())
 }
 
-func namespaces(t *testing.T, c client.Client, names ...string) {
+// freshCluster starts a case from a cluster that never ran ours: it deletes
+// both CRDs, and so every ImageCache and KubeFledged resource a case before
+// left, then creates the namespaces the case's original lives in. lap logs
+// how long the phase since the one before (the first since freshCluster)
+// took, for the run's figures.
+func freshCluster(t *testing.T, g Gomega, c client.Client, namespaces ...string) (lap func(phase string)) {
 	t.Helper()
-	for _, n := range names {
-		err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-}
-
-// freshCRDs deletes both CRDs, and so every ImageCache and KubeFledged
-// resource, so that each case starts from a cluster that never ran ours.
-func freshCRDs(t *testing.T, g Gomega, c client.Client) {
-	t.Helper()
+	begin := time.Now()
 	for _, name := range []string{imageCacheCRD, kubeFledgedCRD} {
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if err := c.Delete(context.Background(), crd); err != nil && !apierrors.IsNotFound(err) {
@@ -82,6 +76,16 @@ func freshCRDs(t *testing.T, g Gomega, c client.Client) {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKey{Name: name}, crd))
 		}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "CRD %s not deleted", name)
+	}
+	for _, n := range namespaces {
+		err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return func(phase string) {
+		t.Logf("%s in %s", phase, time.Since(begin).Round(time.Millisecond))
+		begin = time.Now()
 	}
 }
 
