@@ -33,9 +33,8 @@ import (
 )
 
 var (
-	k8s    client.WithWatch
-	kube   kubernetes.Interface
-	scheme = commands.Scheme()
+	k8s  client.WithWatch
+	kube kubernetes.Interface
 )
 
 const nodes = 3
@@ -68,12 +67,10 @@ func env(t *testing.T) {
 		if err := framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "controller.log")); err != nil {
 			panic(err)
 		}
-		cfg := sandbox.Get().Config()
 		var err error
-		if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+		if k8s, kube, err = framework.Connect(sandbox.Get().Config()); err != nil {
 			panic(err)
 		}
-		kube = kubernetes.NewForConfigOrDie(cfg)
 		if err := framework.InstallCRDs(context.Background(), sandbox.Get().Config(), framework.ImageCacheCRD); err != nil {
 			panic(fmt.Sprintf("installing the CRD: %v", err))
 		}

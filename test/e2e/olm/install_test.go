@@ -58,7 +58,7 @@ func TestOLMInstall(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	b := readBundle(t)
-	_, k8s := clients(t)
+	k8s, _ := framework.Clients(t)
 
 	ns := "kf-olm-" + utilrand.String(5)
 	// The operator's pod must pass the restricted profile: OperatorHub
@@ -119,7 +119,7 @@ func TestOLMInstall(t *testing.T) {
 func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstructured) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	cs, k8s := clients(t)
+	k8s, cs := framework.Clients(t)
 	ns := d.Namespace
 	bin := binary(t)
 	pod := waitPod(t, g, k8s, d)
@@ -260,20 +260,6 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 			t.Errorf("the operator was refused %d times; the first:\n%s", len(refused), first)
 		}
 	})
-}
-
-func clients(t *testing.T) (kubernetes.Interface, client.Client) {
-	t.Helper()
-	cfg := sandbox.Get().Config()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: framework.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs, c
 }
 
 var built framework.Once[string]

@@ -65,7 +65,7 @@ const (
 // So the only pull the upgrade may cause is busybox onto sandbox-node-1.
 func TestFromHelmRelease(t *testing.T) {
 	g := NewWithT(t)
-	c, kube := clients(t)
+	c, kube := framework.Clients(t)
 	ctx := context.Background()
 	p := procedure{ns: "kube-fledged", release: "kube-fledged", fullname: "kube-fledged"}
 

@@ -52,7 +52,7 @@ const uninstallFinalizer = "uninstall-helm-release"
 // settings, and nothing of the original may be left.
 func TestFromOperator(t *testing.T) {
 	g := NewWithT(t)
-	c, _ := clients(t)
+	c, _ := framework.Clients(t)
 	ctx := context.Background()
 	p := procedure{ns: "fledged-system", release: "fledged", fullname: "fledged-kube-fledged"}
 

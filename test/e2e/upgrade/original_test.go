@@ -25,14 +25,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
-	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 const (
@@ -48,17 +45,6 @@ const (
 )
 
 var imageCacheGVK = schema.GroupVersionKind{Group: "kubefledged.io", Version: "v1alpha2", Kind: "ImageCache"}
-
-// clients talk to the sandbox: c with the types the tests read (core,
-// apiextensions, our ImageCache), kube for watches.
-func clients(t *testing.T) (client.WithWatch, kubernetes.Interface) {
-	t.Helper()
-	c, err := client.NewWithWatch(sandbox.Get().Config(), client.Options{Scheme: framework.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, kubernetes.NewForConfigOrDie(sandbox.Get().Config())
-}
 
 // freshCluster starts a case from a cluster that never ran ours: it deletes
 // both CRDs, and so every ImageCache and KubeFledged resource a case before
