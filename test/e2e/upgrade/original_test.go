@@ -70,6 +70,7 @@ func freshCluster(t *testing.T, g Gomega, c client.Client, namespaces ...string)
 		}
 	}
 	return func(phase string) {
+		t.Helper()
 		t.Logf("%s in %s", phase, time.Since(begin).Round(time.Millisecond))
 		begin = time.Now()
 	}
