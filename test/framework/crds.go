@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,7 +85,7 @@ func waitServed(ctx context.Context, cs apiextensionsclient.Interface, kube kube
 			last = err
 			return false, nil
 		}
-		if !established(got) {
+		if !apihelpers.IsCRDConditionTrue(got, apiextensionsv1.Established) {
 			last = fmt.Errorf("not Established")
 			return false, nil
 		}
@@ -110,15 +111,6 @@ func waitServed(ctx context.Context, cs apiextensionsclient.Interface, kube kube
 	return nil
 }
 
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established {
-			return c.Status == apiextensionsv1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func lists(l *metav1.APIResourceList, plural string) bool {
 	for _, r := range l.APIResources {
 		if r.Name == plural {
@@ -134,7 +126,7 @@ func WaitEstablished(g Gomega, c client.Client, name string, timeout time.Durati
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
-		g.Expect(established(crd)).To(BeTrue(), "CRD %s not established", name)
+		g.Expect(apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established)).To(BeTrue(), "CRD %s not established", name)
 	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(Succeed())
 	return crd
 }

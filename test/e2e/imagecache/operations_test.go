@@ -41,6 +41,18 @@ func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
 	}).WithTimeout(10 * time.Second).Should(ContainElement(HavePrefix(typ + " " + reason + " " + msg)))
 }
 
+// followed starts a test that follows one cache, named name, through its
+// operations: a namespace of its own, the controller with the suite's
+// settings, and the records of the Jobs and the statuses the cache will go
+// through, both started before the cache exists so that they miss nothing.
+func followed(t *testing.T, name string) (key client.ObjectKey, rec *framework.JobLog, statuses func() []v1alpha2.ImageCacheStatus) {
+	t.Helper()
+	key = client.ObjectKey{Namespace: namespace(t), Name: name}
+	rec = framework.RecordJobs(t, kube, key.Namespace, nil)
+	runController(t, nil)
+	return key, rec, watchStatuses(t, key.Namespace, name)
+}
+
 // TestOperations walks one cache through every operation of the original:
 // create, update (pull only what a list gains, delete what it loses), refresh
 // on demand on a warm cluster (the nodes report the images: nothing to pull,
@@ -48,11 +60,8 @@ func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
 // messages, word for word.
 func TestOperations(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	rec := framework.RecordJobs(t, kube, ns, nil)
-	runController(t, nil)
-	key := client.ObjectKey{Namespace: ns, Name: "web"}
-	statuses := watchStatuses(t, ns, "web")
+	key, rec, statuses := followed(t, "web")
+	ns := key.Namespace
 	processing := func(reason, message string) v1alpha2.ImageCacheStatus {
 		return v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusProcessing, Reason: reason, Message: message}
 	}
@@ -227,11 +236,8 @@ func TestSameNameInTwoNamespaces(t *testing.T) {
 // still refused.
 func TestSpecEditDuringOperation(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	rec := framework.RecordJobs(t, kube, ns, nil)
-	runController(t, nil)
-	key := client.ObjectKey{Namespace: ns, Name: "edited"}
-	statuses := watchStatuses(t, ns, key.Name)
+	key, rec, statuses := followed(t, "edited")
+	ns := key.Namespace
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "edited", list(sandbox.HangPrefix+"slow:1")))).To(Succeed())
 	c := &v1alpha2.ImageCache{}

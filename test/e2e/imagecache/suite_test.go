@@ -22,9 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
@@ -35,9 +33,8 @@ import (
 )
 
 var (
-	k8s    client.WithWatch
-	kube   kubernetes.Interface
-	scheme = commands.Scheme()
+	k8s  client.WithWatch
+	kube kubernetes.Interface
 )
 
 const nodes = 3
@@ -67,17 +64,13 @@ var setupOnce sync.Once
 func env(t *testing.T) {
 	t.Helper()
 	setupOnce.Do(func() {
-		// The controller's log goes to a file beside the sandbox's own logs.
-		logFile, err := os.Create(filepath.Join(sandbox.Get().Dir(), "controller.log"))
-		if err != nil {
+		if err := framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "controller.log")); err != nil {
 			panic(err)
 		}
-		ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
-		cfg := sandbox.Get().Config()
-		if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+		var err error
+		if k8s, kube, err = framework.Connect(sandbox.Get().Config()); err != nil {
 			panic(err)
 		}
-		kube = kubernetes.NewForConfigOrDie(cfg)
 		if err := framework.InstallCRDs(context.Background(), sandbox.Get().Config(), framework.ImageCacheCRD); err != nil {
 			panic(fmt.Sprintf("installing the CRD: %v", err))
 		}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -135,19 +136,10 @@ func rolledOut(g Gomega, in installation, policy string, timeout time.Duration) 
 		g.Expect(pods.Items).To(HaveLen(1), "one controller pod, the old one gone")
 		p := pods.Items[0]
 		g.Expect(p.Spec.Containers[0].Args).To(ContainElement("--job-retention-policy=" + policy))
-		g.Expect(podReady(&p)).To(BeTrue(), "pod %s not Ready: %s", p.Name, podState(&p))
+		g.Expect(podutils.IsPodReady(&p)).To(BeTrue(), "pod %s not Ready: %s", p.Name, podState(&p))
 		pod = &p
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	return pod
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // podState says where a pod is stuck, for a failed wait.

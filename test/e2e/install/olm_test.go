@@ -46,6 +46,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -471,7 +472,7 @@ func (r *olmRun) checkOperator(csvName, image string) error {
 			if p.Spec.ServiceAccountName != sa {
 				return false, fmt.Errorf("operator pod %s runs as %q, the CSV says %q", p.Name, p.Spec.ServiceAccountName, sa)
 			}
-			if podReady(&p) {
+			if podutils.IsPodReady(&p) {
 				ready++
 			}
 		}

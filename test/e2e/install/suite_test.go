@@ -83,13 +83,9 @@ func TestMain(m *testing.M) {
 			if err := pushImages(ctx, filepath.Join(dir, "oci")); err != nil {
 				return err
 			}
-			cfg := sb.Config()
 			var err error
-			if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: commands.Scheme()}); err != nil {
-				return err
-			}
-			kube = kubernetes.NewForConfigOrDie(cfg)
-			return nil
+			k8s, kube, err = framework.Connect(sb.Config())
+			return err
 		},
 	}.Run(m))
 }

@@ -29,7 +29,7 @@ import (
 func TestKustomizeDeploy(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	_, k8s := clients(t)
+	k8s, _ := framework.Clients(t)
 
 	// The kustomize CLI's order: namespaces and CRDs first.
 	opts := krusty.MakeDefaultOptions()

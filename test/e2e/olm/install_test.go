@@ -58,7 +58,7 @@ func TestOLMInstall(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	b := readBundle(t)
-	_, k8s := clients(t)
+	k8s, _ := framework.Clients(t)
 
 	ns := "kf-olm-" + utilrand.String(5)
 	// The operator's pod must pass the restricted profile: OperatorHub
@@ -119,7 +119,7 @@ func TestOLMInstall(t *testing.T) {
 func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstructured) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	cs, k8s := clients(t)
+	k8s, cs := framework.Clients(t)
 	ns := d.Namespace
 	bin := binary(t)
 	pod := waitPod(t, g, k8s, d)
@@ -262,25 +262,7 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 	})
 }
 
-func clients(t *testing.T) (kubernetes.Interface, client.Client) {
-	t.Helper()
-	cfg := sandbox.Get().Config()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: framework.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs, c
-}
-
-var (
-	buildOnce sync.Once
-	built     string
-	buildErr  error
-)
+var built framework.Once[string]
 
 // binary builds the binary once per package. A plain build reuses the
 // packages every other test package compiled, so on a cold CI machine it
@@ -289,16 +271,13 @@ var (
 // removes.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return built.Get(t, func() (string, error) {
 		begin := time.Now()
-		built = filepath.Join(sandbox.Get().Dir(), "kubefledged")
-		buildErr = repo.Build(context.Background(), ".", built)
+		bin := filepath.Join(sandbox.Get().Dir(), "kubefledged")
+		err := repo.Build(context.Background(), ".", bin)
 		t.Logf("binary built in %s", time.Since(begin).Round(time.Millisecond))
+		return bin, err
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return built
 }
 
 // grantPermissions creates what OLM creates from the CSV's install strategy

@@ -16,13 +16,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -30,11 +27,10 @@ import (
 )
 
 var (
-	sb     *sandbox.Sandbox
-	node   *realnode.Node
-	k8s    client.WithWatch
-	kube   kubernetes.Interface
-	scheme = commands.Scheme()
+	sb   *sandbox.Sandbox
+	node *realnode.Node
+	k8s  client.WithWatch
+	kube kubernetes.Interface
 	// helperImage is our own image in the node's registry: the binary built by TestMain.
 	helperImage string
 	// refs maps a test image's short name and tag (e.g. "small-a:v1") to its reference in
@@ -127,15 +123,12 @@ func ref(name string) string { return refs[name+":"+tag] }
 
 // connect makes the clients and installs the CRD.
 func connect(ctx context.Context) error {
-	logFile, err := os.Create(filepath.Join(sb.Dir(), "controller.log"))
-	if err != nil {
+	if err := framework.LogToFile(filepath.Join(sb.Dir(), "controller.log")); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
-	cfg := sb.Config()
-	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+	var err error
+	if k8s, kube, err = framework.Connect(sb.Config()); err != nil {
 		return err
 	}
-	kube = kubernetes.NewForConfigOrDie(cfg)
-	return framework.InstallCRDs(ctx, cfg, framework.ImageCacheCRD)
+	return framework.InstallCRDs(ctx, sb.Config(), framework.ImageCacheCRD)
 }

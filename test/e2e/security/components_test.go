@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -13,9 +12,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -23,6 +20,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/operator"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/golden"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -178,22 +176,10 @@ func startOperator(t *testing.T, w *world) *running {
 	return r
 }
 
-var (
-	loggerSet bool
-	// componentsLog is where both in-process components log.
-	componentsLog string
-)
-
 // setLogger sends both components' logs to a file in the sandbox directory.
 func setLogger(t *testing.T) {
-	if loggerSet {
-		return
-	}
-	componentsLog = filepath.Join(sandbox.Get().Dir(), "components.log")
-	f, err := os.Create(componentsLog)
-	if err != nil {
+	t.Helper()
+	if err := framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "components.log")); err != nil {
 		t.Fatal(err)
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(f)))
-	loggerSet = true
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/releaseutil"
@@ -54,19 +53,11 @@ type world struct {
 	chart golden.Rendered // the chart with default values
 }
 
-var (
-	worldOnce sync.Once
-	theWorld  *world
-	worldErr  error
-)
+var theWorld framework.Once[*world]
 
 func setup(t *testing.T) *world {
 	t.Helper()
-	worldOnce.Do(func() { theWorld, worldErr = build() })
-	if worldErr != nil {
-		t.Fatal(worldErr)
-	}
-	return theWorld
+	return theWorld.Get(t, build)
 }
 
 func build() (*world, error) {

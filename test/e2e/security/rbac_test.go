@@ -111,31 +111,38 @@ func controllerNeeds() []access {
 // empty: the test names any grant that appears without a use.
 func controllerExcess() []access { return nil }
 
+// neitherMay is what neither component may do, whatever else its role
+// grants: the ways from a stolen token to the nodes or to every workload.
+func neitherMay() []access {
+	return join(
+		allow("patch,update", "", "nodes/status", "", "", "writing Nodes"),
+		allow("create", "", "pods/exec", "default", "", "exec"),
+		allow("create", "", "serviceaccounts/token", "kube-system", "", "tokens of other ServiceAccounts"),
+		allow("impersonate", "", "users", "", "", "impersonation"),
+		allow("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "mutating webhooks"),
+		allow("create", "certificates.k8s.io", "certificatesigningrequests", "", "", "certificates signed by the cluster"),
+	)
+}
+
 // controllerDenied are things a compromised controller must not be able to
 // do.
 func controllerDenied() []access {
-	return join(
+	return join(neitherMay(),
 		allow("get,list,watch", "", "secrets", "kube-system", "", "Secrets outside its namespace"),
 		allow("get,list", "", "secrets", "default", "", "Secrets outside its namespace"),
 		allow("get,list,watch,update", "", "secrets", releaseNS, "", "other Secrets of its own namespace (Helm release records among them)"),
 		allow("get", "", "secrets", releaseNS, "sh.helm.release.v1.kubefledged.v1", "the operator's Helm release record"),
 		allow("create,update,patch,delete", "", "nodes", "", "", "writing Nodes"),
-		allow("patch,update", "", "nodes/status", "", "", "writing Nodes"),
 		allow("create,delete", "", "pods", "default", "", "pods other than its Jobs'"),
-		allow("create", "", "pods/exec", "default", "", "exec"),
 		allow("create", "", "pods/eviction", "default", "", "evictions"),
 		allow("create,update,delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "CRDs"),
 		allow("create,update", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", "bindings (e.g. to system:nodes)"),
 		allow("create", "rbac.authorization.k8s.io", "rolebindings", releaseNS, "", "bindings"),
 		allow("bind,escalate", "rbac.authorization.k8s.io", "clusterroles", "", "system:node", "binding system:node"),
-		allow("create", "", "serviceaccounts/token", "kube-system", "", "tokens of other ServiceAccounts"),
-		allow("impersonate", "", "users", "", "", "impersonation"),
 		allow("impersonate", "", "serviceaccounts", "kube-system", "", "impersonation"),
 		allow("create,delete", "kubefledged.io", "imagecaches", "default", "", "creating or deleting caches"),
 		allow("update,patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "some-other-webhook", "other webhooks"),
-		allow("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "mutating webhooks"),
 		allow("update,patch", "apps", "deployments", releaseNS, "", "its own Deployment"),
-		allow("create", "certificates.k8s.io", "certificatesigningrequests", "", "", "certificates signed by the cluster"),
 		allow("get", "", "configmaps", "kube-system", "", "configuration outside its namespace"),
 	)
 }
@@ -262,19 +269,13 @@ func operatorNeeds(t *testing.T) []access {
 }
 
 func operatorDenied() []access {
-	return join(
+	return join(neitherMay(),
 		allow("create,update,patch,delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "CRDs: the bundle owns them"),
 		// It may patch them: the chart grants that to the controller for
 		// the startup taint, and one can grant only what one holds.
 		allow("create,update,delete", "", "nodes", "", "", "writing Nodes"),
-		allow("patch,update", "", "nodes/status", "", "", "writing Nodes"),
 		allow("create", "", "pods", "default", "", "running pods of its own"),
-		allow("create", "", "pods/exec", "default", "", "exec"),
-		allow("create", "", "serviceaccounts/token", "kube-system", "", "tokens of other ServiceAccounts"),
-		allow("impersonate", "", "users", "", "", "impersonation"),
 		allow("bind,escalate", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin", "granting what it does not hold"),
-		allow("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "mutating webhooks"),
-		allow("create", "certificates.k8s.io", "certificatesigningrequests", "", "", "certificates signed by the cluster"),
 		allow("create,delete", "kubefledged.io", "imagecaches", "default", "", "caches are the users'"),
 		allow("create,delete", "charts.helm.kubefledged.io", "kubefledgeds", "default", "", "its resources are the users'"),
 	)

@@ -65,14 +65,12 @@ const (
 // So the only pull the upgrade may cause is busybox onto sandbox-node-1.
 func TestFromHelmRelease(t *testing.T) {
 	g := NewWithT(t)
-	c, kube := clients(t)
+	c, kube := framework.Clients(t)
 	ctx := context.Background()
 	p := procedure{ns: "kube-fledged", release: "kube-fledged", fullname: "kube-fledged"}
-	begin := time.Now()
 
 	// --- The cluster as the original left it. ---
-	freshCRDs(t, g, c)
-	namespaces(t, c, p.ns, "ml")
+	lap := freshCluster(t, g, c, p.ns, "ml")
 	warm := []string{"nginx:1.27.3", "redis:7.4.1"}
 	for _, n := range []string{"sandbox-node-0", "sandbox-node-1"} {
 		g.Expect(sandbox.Get().SetNodeImages(ctx, n, kubeletImages(warm...))).To(Succeed())
@@ -114,8 +112,7 @@ func TestFromHelmRelease(t *testing.T) {
 	for _, u := range []*unstructured.Unstructured{web, models, gpu} {
 		specs[key(u.GetNamespace(), u.GetName())], _ = specOf(g, c, u.GetNamespace(), u.GetName())
 	}
-	t.Logf("the original's cluster ready in %s", time.Since(begin).Round(time.Millisecond))
-	begin = time.Now()
+	lap("the original's cluster ready")
 
 	// --- 1. Keep the settings. ---
 	p.documented(t, stepSaveValues)
@@ -218,7 +215,7 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(p.mustShell(t, stepListJobs)).To(ContainSubstring("No resources found"))
 	g.Expect(p.mustShell(t, stepWebhooks)).To(Equal("validatingwebhookconfiguration.admissionregistration.k8s.io/kube-fledged-kubefledged\n"),
 		"our webhook configuration, and no other")
-	t.Logf("procedure to settled caches in %s", time.Since(begin).Round(time.Millisecond))
+	lap("procedure to settled caches")
 
 	ratcheting(t, g, c, p.ns, "gpu")
 }

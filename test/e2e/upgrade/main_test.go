@@ -14,13 +14,7 @@
 package upgrade_test
 
 import (
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
-
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -30,20 +24,4 @@ import (
 // real.
 func TestMain(m *testing.M) {
 	sandbox.Main(m, sandbox.Options{Nodes: 2, ReportImages: true})
-}
-
-var logOnce sync.Once
-
-// logToFile sends controller-runtime's log (our controller's and our
-// operator's, both in-process) to a file beside the sandbox's logs: one
-// logger per process, set before either starts.
-func logToFile(t *testing.T) {
-	t.Helper()
-	logOnce.Do(func() {
-		f, err := os.Create(filepath.Join(sandbox.Get().Dir(), "upgrade.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctrl.SetLogger(zap.New(zap.WriteTo(f)))
-	})
 }

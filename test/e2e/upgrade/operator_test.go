@@ -52,14 +52,12 @@ const uninstallFinalizer = "uninstall-helm-release"
 // settings, and nothing of the original may be left.
 func TestFromOperator(t *testing.T) {
 	g := NewWithT(t)
-	c, _ := clients(t)
+	c, _ := framework.Clients(t)
 	ctx := context.Background()
 	p := procedure{ns: "fledged-system", release: "fledged", fullname: "fledged-kube-fledged"}
-	begin := time.Now()
 
 	// --- The cluster as the original operator left it. ---
-	freshCRDs(t, g, c)
-	namespaces(t, c, p.ns)
+	lap := freshCluster(t, g, c, p.ns)
 	g.Expect(framework.CreateCRDs(ctx, sandbox.Get().Config(),
 		fixture("operator-v0.10/kubefledgeds-crd.yaml"), filepath.Join(originalChart, "crds", "imagecaches.yaml"))).To(Succeed())
 	then := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -92,8 +90,7 @@ func TestFromOperator(t *testing.T) {
 	crSpec := kubeFledgedSpec(g, c, p.ns, cr.GetName())
 	g.Expect(crSpec).To(HaveKeyWithValue("validatingWebhookCABundle", BeNil()), "the original's sample carries it, empty")
 	cacheSpec, cacheBefore := specOf(g, c, p.ns, "web")
-	t.Logf("the original's cluster ready in %s", time.Since(begin).Round(time.Millisecond))
-	begin = time.Now()
+	lap("the original's cluster ready")
 
 	// --- 1. Stop the original operator, keep the resource. ---
 	for _, step := range stepsStopOperator {
@@ -134,7 +131,7 @@ func TestFromOperator(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ourRel.Chart.Metadata.Name).To(Equal("kubefledged"))
 	g.Expect(ourRel.Version).To(Equal(1), "a fresh release, not an upgrade of the original's")
-	t.Logf("procedure to our release deployed in %s", time.Since(begin).Round(time.Millisecond))
+	lap("procedure to our release deployed")
 
 	g.Expect(kubeFledgedSpec(g, c, p.ns, cr.GetName())).To(Equal(crSpec), "our operator changed the resource's spec")
 	originalGone(t, g, c, p)
@@ -149,7 +146,8 @@ func TestFromOperator(t *testing.T) {
 // answers on the sandbox and would refuse every ImageCache write after.
 func runOurOperator(t *testing.T, g Gomega, c client.Client, ns, name string) {
 	t.Helper()
-	logToFile(t)
+	// Our controller's and our operator's log (both in-process) go beside the sandbox's.
+	g.Expect(framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "upgrade.log"))).To(Succeed())
 	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
 		WatchesFile:             filepath.Join(repo, "watches.yaml"),
 		MetricsAddr:             "0",

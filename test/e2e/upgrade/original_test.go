@@ -25,14 +25,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
-	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 const (
@@ -49,31 +46,14 @@ const (
 
 var imageCacheGVK = schema.GroupVersionKind{Group: "kubefledged.io", Version: "v1alpha2", Kind: "ImageCache"}
 
-// clients talk to the sandbox: c with the types the tests read (core,
-// apiextensions, our ImageCache), kube for watches.
-func clients(t *testing.T) (client.WithWatch, kubernetes.Interface) {
+// freshCluster starts a case from a cluster that never ran ours: it deletes
+// both CRDs, and so every ImageCache and KubeFledged resource a case before
+// left, then creates the namespaces the case's original lives in. lap logs
+// how long the phase since the one before (the first since freshCluster)
+// took, for the run's figures.
+func freshCluster(t *testing.T, g Gomega, c client.Client, namespaces ...string) (lap func(phase string)) {
 	t.Helper()
-	c, err := client.NewWithWatch(sandbox.Get().Config(), client.Options{Scheme: framework.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, kubernetes.NewForConfigOrDie(sandbox.Get().Config())
-}
-
-func namespaces(t *testing.T, c client.Client, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-}
-
-// freshCRDs deletes both CRDs, and so every ImageCache and KubeFledged
-// resource, so that each case starts from a cluster that never ran ours.
-func freshCRDs(t *testing.T, g Gomega, c client.Client) {
-	t.Helper()
+	begin := time.Now()
 	for _, name := range []string{imageCacheCRD, kubeFledgedCRD} {
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if err := c.Delete(context.Background(), crd); err != nil && !apierrors.IsNotFound(err) {
@@ -82,6 +62,17 @@ func freshCRDs(t *testing.T, g Gomega, c client.Client) {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKey{Name: name}, crd))
 		}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "CRD %s not deleted", name)
+	}
+	for _, n := range namespaces {
+		err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return func(phase string) {
+		t.Helper()
+		t.Logf("%s in %s", phase, time.Since(begin).Round(time.Millisecond))
+		begin = time.Now()
 	}
 }
 

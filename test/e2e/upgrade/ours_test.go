@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -34,7 +35,8 @@ import (
 // at 127.0.0.1 instead of the Service whose endpoints are kwok pod IPs.
 func runOurs(t *testing.T, g Gomega, c client.Client, d *appsv1.Deployment) {
 	t.Helper()
-	logToFile(t)
+	// Our controller's and our operator's log (both in-process) go beside the sandbox's.
+	g.Expect(framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "upgrade.log"))).To(Succeed())
 	args := d.Spec.Template.Spec.Containers[0].Args
 	g.Expect(args).NotTo(BeEmpty())
 	g.Expect(args[0]).To(Equal("controller"))

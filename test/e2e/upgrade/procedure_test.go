@@ -1,13 +1,14 @@
 package upgrade_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -15,41 +16,29 @@ import (
 // name helm-charts/... and config/... relative to it).
 var repo = filepath.Join("..", "..", "..")
 
-var (
-	docOnce sync.Once
-	docText string
-	docErr  error
-)
+var doc framework.Once[string]
 
 // section returns the text of docs/install.md's "From the original
 // kube-fledged", which every command a test runs must appear in, word for
 // word: a step changed in the document and not here (or the reverse) fails.
 func section(t *testing.T) string {
 	t.Helper()
-	docOnce.Do(func() {
+	return doc.Get(t, func() (string, error) {
 		raw, err := os.ReadFile(filepath.Join(repo, "docs", "install.md"))
 		if err != nil {
-			docErr = err
-			return
+			return "", err
 		}
 		s := string(raw)
 		start := strings.Index(s, "## From the original kube-fledged")
 		if start < 0 {
-			return
+			return "", errors.New(`docs/install.md has no section "From the original kube-fledged"`)
 		}
 		s = s[start:]
 		if end := strings.Index(s[3:], "\n## "); end >= 0 {
 			s = s[:end+3]
 		}
-		docText = s
+		return s, nil
 	})
-	if docErr != nil {
-		t.Fatal(docErr)
-	}
-	if docText == "" {
-		t.Fatal(`docs/install.md has no section "From the original kube-fledged"`)
-	}
-	return docText
 }
 
 // procedure is one run of the documented steps: the three names the
