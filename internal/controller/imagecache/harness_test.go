@@ -449,7 +449,7 @@ func (h *harness) finishJob(job *batchv1.Job, cond batchv1.JobConditionType, rea
 	if err := h.api.Status().Update(h.ctx, job); err != nil {
 		h.t.Fatalf("finishing job %s: %v", job.Name, err)
 	}
-	h.r.jobChanged(job)
+	h.r.cacheForJob(h.ctx, job)
 }
 
 // completeAll completes every Job of the cache that has not finished, and
