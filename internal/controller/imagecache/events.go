@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -36,18 +35,11 @@ func (r *Reconciler) cacheForJob(_ context.Context, obj client.Object) []reconci
 // and only when pulls run in node Jobs: a Job per (image, node) says all in
 // its own status.
 func jobPodChanges(perNode bool) predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*corev1.Pod)
-			n, ok2 := e.ObjectNew.(*corev1.Pod)
-			return perNode && ok1 && ok2 && (o.Status.Phase != n.Status.Phase ||
-				!equality.Semantic.DeepEqual(o.Status.ContainerStatuses, n.Status.ContainerStatuses) ||
-				!equality.Semantic.DeepEqual(o.Status.InitContainerStatuses, n.Status.InitContainerStatuses))
-		},
-	}
+	return changes(passes{}, func(o, n *corev1.Pod) bool {
+		return perNode && (o.Status.Phase != n.Status.Phase ||
+			!equality.Semantic.DeepEqual(o.Status.ContainerStatuses, n.Status.ContainerStatuses) ||
+			!equality.Semantic.DeepEqual(o.Status.InitContainerStatuses, n.Status.InitContainerStatuses))
+	})
 }
 
 // cacheForPod maps a pod of a running operation's Job to its cache, and
