@@ -375,6 +375,16 @@ func (h *harness) annotate(name, key, value string) {
 	})
 }
 
+// requested is the setup of a table row whose operation is asked for on
+// demand: cache c's first operation succeeds, then its annotation key is set
+// to value.
+func requested(key, value string) func(*harness) {
+	return func(h *harness) {
+		h.succeed("c")
+		h.annotate("c", key, value)
+	}
+}
+
 // addNode creates a node and delivers its event to the reconciler.
 func (h *harness) addNode(n *corev1.Node) {
 	h.t.Helper()
