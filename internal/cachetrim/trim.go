@@ -26,11 +26,7 @@ func Pod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	p.ObjectMeta = metav1.ObjectMeta{
-		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		Labels:            keep(p.Labels, jobs.LabelOperation, batchv1.JobNameLabel, legacyJobNameLabel),
-		CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-	}
+	p.ObjectMeta = identity(p.ObjectMeta, keep(p.Labels, jobs.LabelOperation, batchv1.JobNameLabel, legacyJobNameLabel))
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
 	p.Status = corev1.PodStatus{
 		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
@@ -38,6 +34,16 @@ func Pod(obj any) (any, error) {
 		ContainerStatuses:     states(p.Status.ContainerStatuses),
 	}
 	return p, nil
+}
+
+// identity keeps of an object's metadata what the informer and the
+// controller need of any object: who it is, its version, when it was created
+// and deleted; and the labels given.
+func identity(m metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: labels,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+	}
 }
 
 // legacyJobNameLabel is what the Job controller labelled pods with before
@@ -79,10 +85,7 @@ func Node(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	n.ObjectMeta = metav1.ObjectMeta{
-		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
-		CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
-	}
+	n.ObjectMeta = identity(n.ObjectMeta, n.Labels)
 	n.Spec = corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints}
 	var ready []corev1.NodeCondition
 	for _, c := range n.Status.Conditions {

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -35,6 +34,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/controller/startuptaint"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
+	"github.com/kubefledged/kube-fledged/internal/manageropts"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/podwatch"
@@ -56,22 +56,20 @@ type ControllerOptions struct {
 	Kubeconfig         string
 	Master             string
 
-	LeaderElect             bool
-	LeaderElectionID        string
-	LeaderElectionNamespace string
-	MetricsAddr             string
-	ProbeAddr               string
-	LogLevel                *cli.Enum
-	Verbosity               int
-	QPS                     cli.PositiveInt
-	Burst                   cli.PositiveInt
-	Workers                 cli.PositiveInt
-	MaxJobs                 cli.PositiveInt
-	MaxJobsPerNode          cli.PositiveInt
-	StartupTaint            StartupTaintFlag
-	StartupTaintTimeout     cli.Duration
-	PullJobs                *cli.Enum
-	Webhook                 webhook.Options
+	// Manager holds the flags the operator shares.
+	manageropts.Manager
+
+	LogLevel            *cli.Enum
+	Verbosity           int
+	QPS                 cli.PositiveInt
+	Burst               cli.PositiveInt
+	Workers             cli.PositiveInt
+	MaxJobs             cli.PositiveInt
+	MaxJobsPerNode      cli.PositiveInt
+	StartupTaint        StartupTaintFlag
+	StartupTaintTimeout cli.Duration
+	PullJobs            *cli.Enum
+	Webhook             webhook.Options
 
 	// Warnings name the original's flags and environment that were given
 	// but mean nothing here. They are printed once when the controller
@@ -117,25 +115,27 @@ func NewControllerOptions() *ControllerOptions {
 		ns = "kube-fledged"
 	}
 	return &ControllerOptions{
-		Deadline:                cli.Duration{Value: 5 * time.Minute, Min: time.Second},
-		RefreshEvery:            cli.Duration{Value: 15 * time.Minute, Min: time.Second, ZeroOK: true},
-		PullPolicy:              cli.NewEnum("IfNotPresent", "IfNotPresent", "Always"),
-		Retention:               cli.NewEnum("delete", "delete", "retain"),
-		HelperImage:             helper,
-		LeaderElect:             true,
-		LeaderElectionID:        "kubefledged-controller.kubefledged.io",
-		LeaderElectionNamespace: ns,
-		MetricsAddr:             ":8080",
-		ProbeAddr:               ":8081",
-		LogLevel:                cli.NewEnum("info", "debug", "info", "error"),
-		QPS:                     cli.PositiveInt{Value: 100, Min: 1},
-		Burst:                   cli.PositiveInt{Value: 200, Min: 1},
-		Workers:                 cli.PositiveInt{Value: 4, Min: 1},
-		MaxJobs:                 cli.PositiveInt{Value: 100, Min: 1},
-		MaxJobsPerNode:          cli.PositiveInt{Value: 2, Min: 1},
-		StartupTaintTimeout:     cli.Duration{Value: 10 * time.Minute, Min: time.Second},
-		PullJobs:                cli.NewEnum(string(jobs.PerNode), string(jobs.PerNode), string(jobs.PerImage)),
-		Warnings:                warnings,
+		Deadline:     cli.Duration{Value: 5 * time.Minute, Min: time.Second},
+		RefreshEvery: cli.Duration{Value: 15 * time.Minute, Min: time.Second, ZeroOK: true},
+		PullPolicy:   cli.NewEnum("IfNotPresent", "IfNotPresent", "Always"),
+		Retention:    cli.NewEnum("delete", "delete", "retain"),
+		HelperImage:  helper,
+		Manager: manageropts.Manager{
+			LeaderElect:             true,
+			LeaderElectionID:        "kubefledged-controller.kubefledged.io",
+			LeaderElectionNamespace: ns,
+			MetricsAddr:             ":8080",
+			ProbeAddr:               ":8081",
+		},
+		LogLevel:            cli.NewEnum("info", "debug", "info", "error"),
+		QPS:                 cli.PositiveInt{Value: 100, Min: 1},
+		Burst:               cli.PositiveInt{Value: 200, Min: 1},
+		Workers:             cli.PositiveInt{Value: 4, Min: 1},
+		MaxJobs:             cli.PositiveInt{Value: 100, Min: 1},
+		MaxJobsPerNode:      cli.PositiveInt{Value: 2, Min: 1},
+		StartupTaintTimeout: cli.Duration{Value: 10 * time.Minute, Min: time.Second},
+		PullJobs:            cli.NewEnum(string(jobs.PerNode), string(jobs.PerNode), string(jobs.PerImage)),
+		Warnings:            warnings,
 	}
 }
 
@@ -291,15 +291,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		// Every replica serves admission, leader or not.
 		webhookServer = o.Webhook.Server()
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:                 webhookServer,
-		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:        o.ProbeAddr,
-		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              o.LeaderElectionID,
-		LeaderElectionNamespace:       o.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
+	mopts := ctrl.Options{
+		WebhookServer: webhookServer,
+		Scheme:        scheme,
 		// One manager per process in production; tests start several in
 		// turn, which controller-runtime would refuse by name otherwise.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -307,7 +301,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			&corev1.Pod{}:  {Label: ours, Transform: cachetrim.Pod},
 			&corev1.Node{}: {Transform: cachetrim.Node},
 		}},
-	})
+	}
+	o.Manager.Apply(&mopts)
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}

@@ -39,8 +39,7 @@ const (
 // state) for the counts, and at most v1alpha2's failure bound per cache for
 // the failing images.
 type Caches struct {
-	mu     sync.Mutex
-	reader client.Reader
+	reader source[client.Reader]
 
 	byStatus, status, pairs, imageFailures, failingSince *prometheus.Desc
 }
@@ -74,14 +73,8 @@ var registerOnce sync.Once
 // client). The collector is registered once per process; a later call
 // (tests start several controllers in turn) replaces the reader.
 func RegisterCaches(r client.Reader) {
-	cachesCollector.setReader(r)
+	cachesCollector.reader.set(r)
 	registerOnce.Do(func() { crmetrics.Registry.MustRegister(cachesCollector) })
-}
-
-func (c *Caches) setReader(r client.Reader) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reader = r
 }
 
 // Describe implements prometheus.Collector.
@@ -101,9 +94,7 @@ var statuses = []v1alpha2.ImageCacheActionStatus{
 
 // Collect implements prometheus.Collector.
 func (c *Caches) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	r := c.reader
-	c.mu.Unlock()
+	r := c.reader.get()
 	if r == nil {
 		return
 	}

@@ -36,7 +36,7 @@ func collect(t *testing.T, caches ...*v1alpha2.ImageCache) *prometheus.Registry 
 		b = b.WithObjects(c)
 	}
 	c := newCaches()
-	c.setReader(b.Build())
+	c.reader.set(b.Build())
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	return reg

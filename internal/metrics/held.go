@@ -33,8 +33,7 @@ type HeldNode struct {
 // They are bounded by the held nodes, and the images of the caches that
 // select them.
 type HeldNodes struct {
-	mu   sync.Mutex
-	list func(context.Context) ([]HeldNode, error)
+	list source[func(context.Context) ([]HeldNode, error)]
 
 	count, since, waiting *prometheus.Desc
 }
@@ -55,9 +54,7 @@ var heldOnce sync.Once
 // a later call (tests start several controllers in turn, with the taint and
 // without) replaces list, and with nil it serves nothing.
 func RegisterHeldNodes(list func(context.Context) ([]HeldNode, error)) {
-	heldCollector.mu.Lock()
-	heldCollector.list = list
-	heldCollector.mu.Unlock()
+	heldCollector.list.set(list)
 	if list != nil {
 		heldOnce.Do(func() { crmetrics.Registry.MustRegister(heldCollector) })
 	}
@@ -72,9 +69,7 @@ func (c *HeldNodes) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *HeldNodes) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	list := c.list
-	c.mu.Unlock()
+	list := c.list.get()
 	if list == nil {
 		return
 	}

@@ -19,22 +19,16 @@ import (
 // where it goes away with the cache or the failure.
 var (
 	// JobsCreated counts Jobs created, by kind (pull, delete).
-	JobsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kubefledged_jobs_created_total",
-		Help: "Jobs created, by kind (pull or delete).",
-	}, []string{"kind"})
+	JobsCreated = counterVec("kubefledged_jobs_created_total",
+		"Jobs created, by kind (pull or delete).", "kind")
 	// JobsFinished counts Jobs settled, by kind and result (succeeded,
 	// failed, expired: still unfinished at the deadline).
-	JobsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kubefledged_jobs_finished_total",
-		Help: "Jobs settled, by kind and result (succeeded, failed, expired).",
-	}, []string{"kind", "result"})
+	JobsFinished = counterVec("kubefledged_jobs_finished_total",
+		"Jobs settled, by kind and result (succeeded, failed, expired).", "kind", "result")
 	// ImagePulls counts (image, node) pulls by result: succeeded, failed,
 	// or already_present (no Job needed).
-	ImagePulls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kubefledged_image_pulls_total",
-		Help: "Image pulls onto nodes, by result (succeeded, failed, already_present).",
-	}, []string{"result"})
+	ImagePulls = counterVec("kubefledged_image_pulls_total",
+		"Image pulls onto nodes, by result (succeeded, failed, already_present).", "result")
 	// OperationDuration observes operations from start to final status.
 	OperationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kubefledged_operation_duration_seconds",
@@ -64,6 +58,12 @@ var (
 		Help: "Images not cached on nodes whose startup taint was removed at the timeout (their names are in the node's StartupTaintTimeout Event).",
 	})
 )
+
+// counterVec makes a counter with labels; ours need no more than a name and
+// help.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
 
 func init() {
 	crmetrics.Registry.MustRegister(JobsCreated, JobsFinished, ImagePulls, OperationDuration, JobsInFlight,

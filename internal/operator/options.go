@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/manageropts"
 )
 
 // Options configure Run. BindFlags fills them from the command line and sets
@@ -91,6 +92,18 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+}
+
+// manager is the part of o that the controller's flags share. The fields
+// stay flat in Options because callers build Options as a literal.
+func (o *Options) manager() manageropts.Manager {
+	return manageropts.Manager{
+		LeaderElect:             o.LeaderElect,
+		LeaderElectionID:        o.LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		MetricsAddr:             o.MetricsAddr,
+		ProbeAddr:               o.ProbeAddr,
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
@@ -45,20 +44,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mopts := manager.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:  o.ProbeAddr,
-		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        o.LeaderElectionID,
-		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		// A replica that stops hands over at once instead of letting the
-		// others wait out the lease.
-		LeaderElectionReleaseOnCancel: true,
-	}
-	if mopts.HealthProbeBindAddress == "0" {
-		mopts.HealthProbeBindAddress = ""
-	}
+	mopts := manager.Options{Scheme: scheme}
+	o.manager().Apply(&mopts)
 	// WATCH_NAMESPACE, set by OLM from the OperatorGroup, narrows the cache.
 	helmmgr.ConfigureWatchNamespaces(&mopts, log)
 

@@ -64,8 +64,8 @@ func NewTranslator(aliases []Alias) values.Translator {
 			return nil, err
 		}
 		for _, a := range aliases {
-			if v, ok := lookupPath(spec, a.Key); ok && v != nil {
-				deletePath(spec, a.Legacy)
+			if v, ok := lookupPath(spec, strings.Split(a.Key, ".")); ok && v != nil {
+				deletePath(spec, strings.Split(a.Legacy, "."))
 			}
 		}
 		return spec, nil
@@ -114,9 +114,11 @@ func copyValue(v interface{}) interface{} {
 	}
 }
 
-func lookupPath(m map[string]interface{}, path string) (interface{}, bool) {
-	var cur interface{} = m
-	for _, p := range strings.Split(path, ".") {
+// lookupPath and deletePath take a key's path as segments, so that the fuzz
+// test can name keys that contain dots.
+func lookupPath(v interface{}, path []string) (interface{}, bool) {
+	cur := v
+	for _, p := range path {
 		mm, ok := cur.(map[string]interface{})
 		if !ok {
 			return nil, false
@@ -128,15 +130,14 @@ func lookupPath(m map[string]interface{}, path string) (interface{}, bool) {
 	return cur, true
 }
 
-func deletePath(m map[string]interface{}, path string) {
-	parts := strings.Split(path, ".")
+func deletePath(m map[string]interface{}, path []string) {
 	cur := m
-	for _, p := range parts[:len(parts)-1] {
+	for _, p := range path[:len(path)-1] {
 		next, ok := cur[p].(map[string]interface{})
 		if !ok {
 			return
 		}
 		cur = next
 	}
-	delete(cur, parts[len(parts)-1])
+	delete(cur, path[len(path)-1])
 }

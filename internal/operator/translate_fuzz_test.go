@@ -84,8 +84,8 @@ func FuzzTranslate(f *testing.F) {
 
 		// Every legacy key whose new key is set is gone.
 		for _, a := range aliases {
-			if v, ok := lookupPath(specMap, a.Key); ok && v != nil {
-				if _, still := lookupPath(out, a.Legacy); still {
+			if v, ok := lookupPath(specMap, strings.Split(a.Key, ".")); ok && v != nil {
+				if _, still := lookupPath(out, strings.Split(a.Legacy, ".")); still {
 					t.Fatalf("%s is set, but legacy %s survived: %v", a.Key, a.Legacy, got)
 				}
 			}
@@ -95,12 +95,12 @@ func FuzzTranslate(f *testing.F) {
 		// dropped legacy key (or inside one).
 		var droppable [][]string
 		for _, a := range aliases {
-			if v, ok := lookupPath(specMap, a.Key); ok && v != nil {
+			if v, ok := lookupPath(specMap, strings.Split(a.Key, ".")); ok && v != nil {
 				droppable = append(droppable, strings.Split(a.Legacy, "."))
 			}
 		}
 		walkLeaves(out, nil, func(path []string, v interface{}) {
-			was, ok := lookupPathSegments(specMap, path)
+			was, ok := lookupPath(specMap, path)
 			if m, empty := v.(map[string]interface{}); empty && len(m) == 0 {
 				// A map emptied by dropping legacy keys: what it lost is
 				// checked below.
@@ -113,7 +113,7 @@ func FuzzTranslate(f *testing.F) {
 			}
 		})
 		walkLeaves(specMap, nil, func(path []string, v interface{}) {
-			if _, ok := lookupPathSegments(out, path); ok {
+			if _, ok := lookupPath(out, path); ok {
 				return
 			}
 			for _, legacy := range droppable {
@@ -148,20 +148,6 @@ func walkLeaves(v interface{}, path []string, fn func(path []string, v interface
 	for k, child := range m {
 		walkLeaves(child, append(append([]string{}, path...), k), fn)
 	}
-}
-
-func lookupPathSegments(v interface{}, segs []string) (interface{}, bool) {
-	cur := v
-	for _, s := range segs {
-		m, ok := cur.(map[string]interface{})
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[s]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 // under tells whether path is prefix or lies below it.

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
-	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // byOriginal returns a cache as the original kube-fledged left it: its six
@@ -59,11 +58,7 @@ func TestOriginalCacheAdoptedWithoutRefresh(t *testing.T) {
 
 	h.edit("c", func(c *v1alpha2.ImageCache) { c.Spec.CacheSpec[0].Images = []string{"nginx:1.25", "busybox:1.36"} })
 	h.settleDown("c")
-	var work []string
-	for _, j := range h.jobs("c") {
-		work = append(work, j.Labels[jobs.LabelKind]+" "+j.Annotations[jobs.AnnotationImage])
-	}
-	g.Expect(work).To(ConsistOf("pull busybox:1.36", "delete redis:7.2"))
+	g.Expect(h.newJobs("c", map[string]bool{})).To(ConsistOf("pull busybox:1.36 a", "delete redis:7.2 a"))
 	g.Expect(h.status("c").Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheUpdate))
 }
 
@@ -85,9 +80,5 @@ func TestOriginalPurgedCacheLeftAlone(t *testing.T) {
 
 	h.edit("c", func(c *v1alpha2.ImageCache) { c.Spec.CacheSpec[0].Images = []string{"nginx:1.25", "redis:7.2"} })
 	h.settleDown("c")
-	var work []string
-	for _, j := range h.jobs("c") {
-		work = append(work, j.Labels[jobs.LabelKind]+" "+j.Annotations[jobs.AnnotationImage])
-	}
-	g.Expect(work).To(ConsistOf("pull nginx:1.25", "pull redis:7.2"))
+	g.Expect(h.newJobs("c", map[string]bool{})).To(ConsistOf("pull nginx:1.25 a", "pull redis:7.2 a"))
 }

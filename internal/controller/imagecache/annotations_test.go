@@ -51,21 +51,15 @@ func TestAnnotationsDuringAnOperation(t *testing.T) {
 		// The create removes nothing; the refresh it leads to removes "now".
 		wantPatches: []patch{{value: "now"}},
 	}, {
-		name: "set again with another value during a refresh",
-		before: func(h *harness) {
-			h.succeed("c")
-			h.annotate("c", v1alpha2.RefreshAnnotation, "1")
-		},
+		name:        "set again with another value during a refresh",
+		before:      requested(v1alpha2.RefreshAnnotation, "1"),
 		firstKind:   v1alpha2.ImageCacheReasonImageCacheRefresh,
 		during:      func(c *v1alpha2.ImageCache) { c.Annotations[v1alpha2.RefreshAnnotation] = "2" },
 		left:        ptr.To("2"),
 		wantPatches: []patch{{value: "1", invalid: true}, {value: "2"}},
 	}, {
-		name: "removed by the user during a refresh",
-		before: func(h *harness) {
-			h.succeed("c")
-			h.annotate("c", v1alpha2.RefreshAnnotation, "1")
-		},
+		name:        "removed by the user during a refresh",
+		before:      requested(v1alpha2.RefreshAnnotation, "1"),
 		firstKind:   v1alpha2.ImageCacheReasonImageCacheRefresh,
 		during:      func(c *v1alpha2.ImageCache) { delete(c.Annotations, v1alpha2.RefreshAnnotation) },
 		wantPatches: []patch{{value: "1", invalid: true}},

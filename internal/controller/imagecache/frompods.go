@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -206,19 +205,14 @@ func lost(was, now []v1alpha2.ListPodImages) []string {
 // what fromPods finds: one comes or goes, or its labels or images change.
 // Status updates, most of a pod's events, are ignored.
 func podChanges() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if !reflect.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
-				return true
-			}
-			o, ok1 := e.ObjectOld.(*corev1.Pod)
-			n, ok2 := e.ObjectNew.(*corev1.Pod)
-			return ok1 && ok2 && !reflect.DeepEqual(podimages.Of(o), podimages.Of(n))
-		},
-	}
+	return changes(passes{creates: true, deletes: true}, func(o, n client.Object) bool {
+		if !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) {
+			return true
+		}
+		op, ok1 := o.(*corev1.Pod)
+		np, ok2 := n.(*corev1.Pod)
+		return ok1 && ok2 && !reflect.DeepEqual(podimages.Of(op), podimages.Of(np))
+	})
 }
 
 // cachesForPods maps a pod or namespace event to the caches whose fromPods

@@ -375,6 +375,16 @@ func (h *harness) annotate(name, key, value string) {
 	})
 }
 
+// requested is the setup of a table row whose operation is asked for on
+// demand: cache c's first operation succeeds, then its annotation key is set
+// to value.
+func requested(key, value string) func(*harness) {
+	return func(h *harness) {
+		h.succeed("c")
+		h.annotate("c", key, value)
+	}
+}
+
 // addNode creates a node and delivers its event to the reconciler.
 func (h *harness) addNode(n *corev1.Node) {
 	h.t.Helper()
@@ -449,7 +459,7 @@ func (h *harness) finishJob(job *batchv1.Job, cond batchv1.JobConditionType, rea
 	if err := h.api.Status().Update(h.ctx, job); err != nil {
 		h.t.Fatalf("finishing job %s: %v", job.Name, err)
 	}
-	h.r.jobChanged(job)
+	h.r.cacheForJob(h.ctx, job)
 }
 
 // completeAll completes every Job of the cache that has not finished, and

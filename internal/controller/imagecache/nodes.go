@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -18,22 +17,12 @@ import (
 // eligible for a cache: it joins, becomes Ready, is uncordoned, or its labels
 // or taints change. Heartbeats and image list updates are ignored.
 func nodeChanges() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*corev1.Node)
-			n, ok2 := e.ObjectNew.(*corev1.Node)
-			if !ok1 || !ok2 {
-				return false
-			}
-			return plan.Ready(o) != plan.Ready(n) ||
-				o.Spec.Unschedulable != n.Spec.Unschedulable ||
-				!reflect.DeepEqual(o.Labels, n.Labels) ||
-				!reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints)
-		},
-	}
+	return changes(passes{creates: true}, func(o, n *corev1.Node) bool {
+		return plan.Ready(o) != plan.Ready(n) ||
+			o.Spec.Unschedulable != n.Spec.Unschedulable ||
+			!reflect.DeepEqual(o.Labels, n.Labels) ||
+			!reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints)
+	})
 }
 
 // cachesForNode maps a node to the caches with a list that selects it, and

@@ -105,7 +105,7 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler. Jobs are owned: every change of
-// a Job's status wakes its cache (jobEvents), so no result is missed, however
+// a Job's status wakes its cache (cacheForJob), so no result is missed, however
 // fast its pod finished. Node changes wake the caches whose lists select the
 // node.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -116,7 +116,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("imagecache").
 		For(&v1alpha2.ImageCache{}).
-		WatchesRawSource(r.Jobs.Source(r.jobEvents(mgr))).
+		WatchesRawSource(r.Jobs.Source(handler.EnqueueRequestsFromMapFunc(r.cacheForJob))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.cachesForNode), builder.WithPredicates(nodeChanges())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.cacheForPod), builder.WithPredicates(jobPodChanges(r.perNode()))).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha2.ImageCache]{})).

@@ -125,19 +125,13 @@ func TestProcessingMessages(t *testing.T) {
 		want:         outcome{v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheReasonImageCacheUpdate, v1alpha2.ImageCacheMessageUpdatingCache},
 		wantProgress: v1alpha2.ImageCacheMessageUpdatingCache,
 	}, {
-		name: "refresh on demand",
-		setup: func(h *harness) {
-			h.succeed("c")
-			h.annotate("c", v1alpha2.RefreshAnnotation, "")
-		},
+		name:         "refresh on demand",
+		setup:        requested(v1alpha2.RefreshAnnotation, ""),
 		want:         outcome{v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheReasonImageCacheRefresh, v1alpha2.ImageCacheMessageRefreshingCache},
 		wantProgress: v1alpha2.ImageCacheMessageRefreshingCache,
 	}, {
-		name: "purge on demand",
-		setup: func(h *harness) {
-			h.succeed("c")
-			h.annotate("c", v1alpha2.PurgeAnnotation, "")
-		},
+		name:         "purge on demand",
+		setup:        requested(v1alpha2.PurgeAnnotation, ""),
 		want:         outcome{v1alpha2.ImageCacheActionStatusProcessing, v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessagePurgingCache},
 		wantProgress: v1alpha2.ImageCacheMessagePurgingCache,
 	}, {
