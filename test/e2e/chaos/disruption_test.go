@@ -12,9 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -84,44 +86,45 @@ func TestDisruptions(t *testing.T) {
 	// image beside the bad one, and so takes it along when it goes before
 	// the good image's container has a result.
 	disrupted := map[string]bool{}
-	hit := func(j JobRecord) {
+	hit := func(j framework.JobRecord) {
 		for _, img := range j.Images {
 			disrupted[img+"@"+j.Node] = true
 		}
 	}
 	timeout := time.After(60 * time.Second)
 	for deletedJobs < 3 || deletedPods < 3 || !nodeGone {
-		var ev JobEvent
+		var ev framework.JobEvent
 		select {
 		case ev = <-events:
 		case <-timeout:
 			t.Fatalf("disruptions not all made in 60s: jobs %d, pods %d, node %v", deletedJobs, deletedPods, nodeGone)
 		}
-		if ev.Type != "added" || ev.Job.Namespace != ns {
+		if ev.Type != watch.Added || ev.Job.Namespace != ns {
 			continue
 		}
+		j := framework.RecordOf(&ev.Job)
 		switch {
-		case strings.HasPrefix(ev.Job.Name, "jobs-deleted") && ev.Job.Pulls(bad("a")):
+		case strings.HasPrefix(j.Name, "jobs-deleted") && j.Pulls(bad("a")):
 			deletedJobs++
-			hit(ev.Job)
+			hit(j)
 			wg.Add(1)
 			go func(name string) {
 				defer wg.Done()
 				if err := deleteJob(ctx, e, ns, name); err != nil {
 					fail(err)
 				}
-			}(ev.Job.Name)
-		case strings.HasPrefix(ev.Job.Name, "pods-deleted") && ev.Job.Pulls(bad("b")):
+			}(j.Name)
+		case strings.HasPrefix(j.Name, "pods-deleted") && j.Pulls(bad("b")):
 			deletedPods++
-			hit(ev.Job)
+			hit(j)
 			wg.Add(1)
 			go func(name string) {
 				defer wg.Done()
 				if err := deletePodsOf(ctx, e, ns, name); err != nil {
 					fail(err)
 				}
-			}(ev.Job.Name)
-		case strings.HasPrefix(ev.Job.Name, "node-lost") && ev.Job.Node == lost && !nodeGone:
+			}(j.Name)
+		case strings.HasPrefix(j.Name, "node-lost") && j.Node == lost && !nodeGone:
 			nodeGone = true
 			wg.Add(1)
 			go func() {
