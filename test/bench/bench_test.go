@@ -191,6 +191,15 @@ func TestBench(t *testing.T) {
 		}
 	}()
 
+	// failed keeps what went wrong in the figures as well: a run of an hour reports
+	// what it could measure.
+	failed := func(err error) {
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+			t.Error(err)
+		}
+	}
+
 	binary := filepath.Join(outDir, "kubefledged-bench")
 	t.Logf("building the controller with a pprof listener into %s", binary)
 	if err := repo.Build(context.Background(), "./test/bench/controller", binary); err != nil {
@@ -237,35 +246,29 @@ func TestBench(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
-			t.Error(err)
-		}
+		failed(err)
 	}
-	if cfg.Runs(4) {
-		opts := sandbox.Options{Nodes: cfg.FastNodes, Profile: benchProfile()}
-		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
-			r, err := e.fastPods()
-			rep.Scenarios.FastPods = r
+	// Scenarios 4 and 6 have a sandbox each, of a size of their own, and no pull delay:
+	// scenario 4 pulls nothing, and scenario 6 re-checks images that are on the nodes,
+	// where a kubelet starts their containers without pulling.
+	for _, alone := range []struct {
+		scenario, nodes int
+		run             func(e *env) error
+	}{
+		{4, cfg.FastNodes, func(e *env) (err error) {
+			rep.Scenarios.FastPods, err = e.fastPods()
 			return err
-		})
-		if err != nil {
-			rep.Errors = append(rep.Errors, "scenario 4: "+err.Error())
-			t.Error(err)
-		}
-	}
-	if cfg.Runs(6) {
-		// No pull delay: the re-checked images are on the nodes, and a
-		// kubelet starts their containers without pulling.
-		opts := sandbox.Options{Nodes: cfg.WarmNodes, Profile: benchProfile()}
-		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
-			r, err := e.warmRefresh()
-			rep.Scenarios.WarmRefresh = r
+		}},
+		{6, cfg.WarmNodes, func(e *env) (err error) {
+			rep.Scenarios.WarmRefresh, err = e.warmRefresh()
 			return err
-		})
-		if err != nil {
-			rep.Errors = append(rep.Errors, "scenario 6: "+err.Error())
-			t.Error(err)
+		}},
+	} {
+		if cfg.Runs(alone.scenario) {
+			err := withEnv(t, cfg, binary, outDir, sandbox.Options{Nodes: alone.nodes, Profile: benchProfile()}, alone.run)
+			if err != nil {
+				failed(fmt.Errorf("scenario %d: %w", alone.scenario, err))
+			}
 		}
 	}
 }
