@@ -75,10 +75,15 @@ func TestDisruptions(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+	// disrupt acts beside the loop, which must go on reading events meanwhile.
+	disrupt := func(act func() error) {
+		wg.Go(func() {
+			if err := act(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
 	deletedJobs, deletedPods, nodeGone := 0, 0, false
 	// disrupted holds "image@node" for every image a deleted Job, or a Job
@@ -107,32 +112,19 @@ func TestDisruptions(t *testing.T) {
 		case strings.HasPrefix(j.Name, "jobs-deleted") && j.Pulls(bad("a")):
 			deletedJobs++
 			hit(j)
-			wg.Add(1)
-			go func(name string) {
-				defer wg.Done()
-				if err := deleteJob(ctx, e, ns, name); err != nil {
-					fail(err)
-				}
-			}(j.Name)
+			disrupt(func() error { return deleteJob(ctx, e, ns, j.Name) })
 		case strings.HasPrefix(j.Name, "pods-deleted") && j.Pulls(bad("b")):
 			deletedPods++
 			hit(j)
-			wg.Add(1)
-			go func(name string) {
-				defer wg.Done()
-				if err := deletePodsOf(ctx, e, ns, name); err != nil {
-					fail(err)
-				}
-			}(j.Name)
+			disrupt(func() error { return deletePodsOf(ctx, e, ns, j.Name) })
 		case strings.HasPrefix(j.Name, "node-lost") && j.Node == lost && !nodeGone:
 			nodeGone = true
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			disrupt(func() error {
 				if err := e.SB.DeleteNode(ctx, lost); err != nil {
-					fail(fmt.Errorf("deleting node %s: %w", lost, err))
+					return fmt.Errorf("deleting node %s: %w", lost, err)
 				}
-			}()
+				return nil
+			})
 		}
 	}
 	wg.Wait()
