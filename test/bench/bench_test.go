@@ -343,32 +343,33 @@ func (e *env) phaseContext() (context.Context, context.CancelFunc) {
 // runController starts a controller and waits until it works: a probe cache
 // whose list selects no node is finished by it, which needs its caches
 // synced, its start-up clean-up done and its workers running. The probe's
-// own requests happen before any measurement starts.
-func (e *env) runController(name string, c caps, extra ...string) (*controller, error) {
+// own requests happen before any measurement starts. It returns ctx, ended
+// early once the controller exits (until).
+func (e *env) runController(ctx context.Context, name string, c caps, extra ...string) (*controller, context.Context, error) {
 	e.seq++
 	logPath := filepath.Join(e.outDir, "logs", fmt.Sprintf("controller-%02d-%s.log", e.seq, name))
 	ctl, err := startController(e.binary, e.kubeconfig, logPath, c, extra...)
 	if err != nil {
-		return nil, err
+		return nil, ctx, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	pctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	probe := newCache("bench-probe", fmt.Sprintf("probe-%02d", e.seq), []string{"registry.bench.test/probe:1"})
 	probe.Spec.CacheSpec[0].NodeSelector = map[string]string{"bench.kubefledged.io/none": "none"}
 	began := time.Now()
-	if err := e.k8s.Create(ctx, probe); err != nil {
+	if err := e.k8s.Create(pctx, probe); err != nil {
 		ctl.stop()
-		return nil, err
+		return nil, ctx, err
 	}
-	if _, _, err := e.probes.final(ctx, probe.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began); err != nil {
+	if _, _, err := e.probes.final(pctx, probe.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began); err != nil {
 		ctl.stop()
-		return nil, fmt.Errorf("controller %s never finished its probe cache (log %s): %w", name, logPath, err)
+		return nil, ctx, fmt.Errorf("controller %s never finished its probe cache (log %s): %w", name, logPath, err)
 	}
-	if err := e.k8s.Delete(ctx, probe); err != nil {
+	if err := e.k8s.Delete(pctx, probe); err != nil {
 		ctl.stop()
-		return nil, err
+		return nil, ctx, err
 	}
-	return ctl, nil
+	return ctl, ctl.until(ctx), nil
 }
 
 func newCache(ns, name string, images []string) *v1alpha2.ImageCache {
