@@ -172,13 +172,18 @@ func (w *jobWatch) waitFinished(ctx context.Context, n int) (time.Time, error) {
 	}
 }
 
-func (w *jobWatch) node(name string) nodeJobs {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if n := w.nodes[name]; n != nil {
-		return *n
+func (w *jobWatch) node(name string) nodeJobs { return copyOf(&w.mu, w.nodes, name) }
+
+// copyOf is a copy of what m holds under key, or the zero value, read under mu: what a
+// watch keeps per node changes under the caller's feet.
+func copyOf[V any](mu *sync.Mutex, m map[string]*V, key string) V {
+	mu.Lock()
+	defer mu.Unlock()
+	if v := m[key]; v != nil {
+		return *v
 	}
-	return nodeJobs{}
+	var zero V
+	return zero
 }
 
 // createdOn counts the Jobs seen on nodes not in the set.
@@ -329,14 +334,7 @@ func (w *nodeWatch) ready(name string) (time.Time, bool) {
 	return h.ready, !h.ready.IsZero()
 }
 
-func (w *nodeWatch) node(name string) nodeHold {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.nodes[name]; h != nil {
-		return *h
-	}
-	return nodeHold{}
-}
+func (w *nodeWatch) node(name string) nodeHold { return copyOf(&w.mu, w.nodes, name) }
 
 // released counts the named nodes seen released.
 func (w *nodeWatch) released(names []string) int {
