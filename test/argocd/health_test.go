@@ -6,6 +6,7 @@ package argocd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,6 +39,7 @@ var validStatuses = map[string]bool{"Healthy": true, "Progressing": true, "Degra
 
 // toLua turns the object into Lua values as Argo CD does: maps into tables
 // keyed by string, lists into sequences from 1, every number a Lua number.
+// The object is unstructured, as served: its numbers are int64 or float64.
 func toLua(L *lua.LState, v any) lua.LValue {
 	switch t := v.(type) {
 	case nil:
@@ -47,10 +49,6 @@ func toLua(L *lua.LState, v any) lua.LValue {
 	case string:
 		return lua.LString(t)
 	case int64:
-		return lua.LNumber(t)
-	case int32:
-		return lua.LNumber(t)
-	case int:
 		return lua.LNumber(t)
 	case float64:
 		return lua.LNumber(t)
@@ -67,7 +65,7 @@ func toLua(L *lua.LState, v any) lua.LValue {
 		}
 		return tb
 	}
-	return lua.LNil
+	panic(fmt.Sprintf("toLua: %T is no type of an unstructured object", v))
 }
 
 // runHealth runs script on obj as Argo CD runs a health check from

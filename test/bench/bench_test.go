@@ -203,6 +203,15 @@ func TestBench(t *testing.T) {
 		}
 	}()
 
+	// failed keeps what went wrong in the figures as well: a run of an hour reports
+	// what it could measure.
+	failed := func(err error) {
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+			t.Error(err)
+		}
+	}
+
 	binary := filepath.Join(outDir, "kubefledged-bench")
 	t.Logf("building the controller with a pprof listener into %s", binary)
 	if err := repo.Build(context.Background(), "./test/bench/controller", binary); err != nil {
@@ -249,35 +258,29 @@ func TestBench(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
-			t.Error(err)
-		}
+		failed(err)
 	}
-	if cfg.Runs(4) {
-		opts := sandbox.Options{Nodes: cfg.FastNodes, Profile: benchProfile()}
-		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
-			r, err := e.fastPods()
-			rep.Scenarios.FastPods = r
+	// Scenarios 4 and 6 have a sandbox each, of a size of their own, and no pull delay:
+	// scenario 4 pulls nothing, and scenario 6 re-checks images that are on the nodes,
+	// where a kubelet starts their containers without pulling.
+	for _, alone := range []struct {
+		scenario, nodes int
+		run             func(e *env) error
+	}{
+		{4, cfg.FastNodes, func(e *env) (err error) {
+			rep.Scenarios.FastPods, err = e.fastPods()
 			return err
-		})
-		if err != nil {
-			rep.Errors = append(rep.Errors, "scenario 4: "+err.Error())
-			t.Error(err)
-		}
-	}
-	if cfg.Runs(6) {
-		// No pull delay: the re-checked images are on the nodes, and a
-		// kubelet starts their containers without pulling.
-		opts := sandbox.Options{Nodes: cfg.WarmNodes, Profile: benchProfile()}
-		err := withEnv(t, cfg, binary, outDir, opts, func(e *env) error {
-			r, err := e.warmRefresh()
-			rep.Scenarios.WarmRefresh = r
+		}},
+		{6, cfg.WarmNodes, func(e *env) (err error) {
+			rep.Scenarios.WarmRefresh, err = e.warmRefresh()
 			return err
-		})
-		if err != nil {
-			rep.Errors = append(rep.Errors, "scenario 6: "+err.Error())
-			t.Error(err)
+		}},
+	} {
+		if cfg.Runs(alone.scenario) {
+			err := withEnv(t, cfg, binary, outDir, sandbox.Options{Nodes: alone.nodes, Profile: benchProfile()}, alone.run)
+			if err != nil {
+				failed(fmt.Errorf("scenario %d: %w", alone.scenario, err))
+			}
 		}
 	}
 	if cfg.Runs(7) {
@@ -372,32 +375,33 @@ func (e *env) phaseContext() (context.Context, context.CancelFunc) {
 // runController starts a controller and waits until it works: a probe cache
 // whose list selects no node is finished by it, which needs its caches
 // synced, its start-up clean-up done and its workers running. The probe's
-// own requests happen before any measurement starts.
-func (e *env) runController(name string, c caps, extra ...string) (*controller, error) {
+// own requests happen before any measurement starts. It returns ctx, ended
+// early once the controller exits (until).
+func (e *env) runController(ctx context.Context, name string, c caps, extra ...string) (*controller, context.Context, error) {
 	e.seq++
 	logPath := filepath.Join(e.outDir, "logs", fmt.Sprintf("controller-%02d-%s.log", e.seq, name))
 	ctl, err := startController(e.binary, e.kubeconfig, logPath, c, extra...)
 	if err != nil {
-		return nil, err
+		return nil, ctx, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	pctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	probe := newCache("bench-probe", fmt.Sprintf("probe-%02d", e.seq), []string{"registry.bench.test/probe:1"})
 	probe.Spec.CacheSpec[0].NodeSelector = map[string]string{"bench.kubefledged.io/none": "none"}
 	began := time.Now()
-	if err := e.k8s.Create(ctx, probe); err != nil {
+	if err := e.k8s.Create(pctx, probe); err != nil {
 		ctl.stop()
-		return nil, err
+		return nil, ctx, err
 	}
-	if _, _, err := e.probes.final(ctx, probe.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began); err != nil {
+	if _, _, err := e.probes.final(pctx, probe.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began); err != nil {
 		ctl.stop()
-		return nil, fmt.Errorf("controller %s never finished its probe cache (log %s): %w", name, logPath, err)
+		return nil, ctx, fmt.Errorf("controller %s never finished its probe cache (log %s): %w", name, logPath, err)
 	}
-	if err := e.k8s.Delete(ctx, probe); err != nil {
+	if err := e.k8s.Delete(pctx, probe); err != nil {
 		ctl.stop()
-		return nil, err
+		return nil, ctx, err
 	}
-	return ctl, nil
+	return ctl, ctl.until(ctx), nil
 }
 
 func newCache(ns, name string, images []string) *v1alpha2.ImageCache {

@@ -61,28 +61,8 @@ func (e *env) floor(name, ns string, nodes, imgs []string) (*floorResult, error)
 	cpu0 := sampleCPU(e.sb.Dir(), 0)
 	began := time.Now()
 	var retries atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	work := make(chan *batchv1.Job)
-	var wg sync.WaitGroup
-	for range e.cfg.FloorParallelism {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				if err := createRetrying(ctx, e, ns, j, &retries); err != nil {
-					errOnce.Do(func() { firstErr = err })
-				}
-			}
-		}()
-	}
-	for _, j := range all {
-		work <- j
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if err := e.inParallel(all, func(j *batchv1.Job) error { return createRetrying(ctx, e, ns, j, &retries) }); err != nil {
+		return nil, err
 	}
 	created := time.Since(began)
 	last, err := jw.waitFinished(ctx, len(all))
@@ -126,34 +106,39 @@ func createRetrying(ctx context.Context, e *env, ns string, j *batchv1.Job, retr
 // machine (it deletes them one at a time) and fails half done.
 func (e *env) deleteJobs(ctx context.Context, ns string, all []*batchv1.Job) error {
 	bg := metav1.DeletePropagationBackground
-	work := make(chan string)
-	errs := make(chan error, len(all))
+	return e.inParallel(all, func(j *batchv1.Job) error {
+		var err error
+		for attempt := 0; attempt < 10; attempt++ {
+			err = e.floorC.BatchV1().Jobs(ns).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+			if err == nil || apierrors.IsNotFound(err) {
+				return nil
+			}
+			time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+		}
+		return err
+	})
+}
+
+// inParallel calls do on every Job, FloorParallelism at a time, and returns the first
+// error: the floor measures the API server at the parallelism the benchmark sets.
+func (e *env) inParallel(all []*batchv1.Job, do func(*batchv1.Job) error) error {
+	work := make(chan *batchv1.Job)
+	var first error
+	var once sync.Once
 	var wg sync.WaitGroup
 	for range e.cfg.FloorParallelism {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range work {
-				var err error
-				for attempt := 0; attempt < 10; attempt++ {
-					err = e.floorC.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
-					if err == nil || apierrors.IsNotFound(err) {
-						err = nil
-						break
-					}
-					time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-				}
-				if err != nil {
-					errs <- err
+		wg.Go(func() {
+			for j := range work {
+				if err := do(j); err != nil {
+					once.Do(func() { first = err })
 				}
 			}
-		}()
+		})
 	}
 	for _, j := range all {
-		work <- j.Name
+		work <- j
 	}
 	close(work)
 	wg.Wait()
-	close(errs)
-	return <-errs
+	return first
 }

@@ -24,7 +24,7 @@ func (e *env) heldNodes(ns string) (*heldResult, error) {
 		return r, err
 	}
 	hw, jw, cw := w.nodes, w.jobs, w.caches
-	ctl, err := e.runController("s5-held-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String(),
+	ctl, wctx, err := e.runController(ctx, "s5-held-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String(),
 		"--node-startup-taint="+benchStartupTaint.String())
 	if err != nil {
 		return r, err
@@ -44,8 +44,6 @@ func (e *env) heldNodes(ns string) (*heldResult, error) {
 	if err := e.sb.CreateNodes(ctx, specs...); err != nil {
 		return r, err
 	}
-	wctx, wcancel := untilExit(ctx, ctl)
-	defer wcancel()
 	for hw.released(names) < len(names) {
 		select {
 		case <-wctx.Done():

@@ -73,18 +73,18 @@ func (e *env) statusWrites(p *phase, cache string, from, to time.Time) {
 	}
 }
 
-// untilExit is ctx, ended early if the controller dies: a crashed
-// controller must fail the phase at once, not at its timeout.
-func untilExit(ctx context.Context, ctl *controller) (context.Context, context.CancelFunc) {
+// until is ctx, ended early once the controller exits: a crashed controller must fail
+// the phase at once, not at its timeout.
+func (p *controller) until(ctx context.Context) context.Context {
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
+		defer cancel()
 		select {
-		case <-ctl.exited:
-			cancel()
+		case <-p.exited:
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, cancel
+	return ctx
 }
 
 // measuredCreate runs one controller on a fresh namespace, creates one
@@ -103,7 +103,7 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 	if err != nil {
 		return nil, nil, err
 	}
-	ctl, err := e.runController(ns, c, "--image-pull-deadline-duration="+deadline.String())
+	ctl, wctx, err := e.runController(ctx, ns, c, "--image-pull-deadline-duration="+deadline.String())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,9 +123,7 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 	if err := e.k8s.Create(ctx, cache); err != nil {
 		return nil, nil, err
 	}
-	wctx, wcancel := untilExit(ctx, ctl)
 	done, final, err := cw.final(wctx, cache.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began)
-	wcancel()
 	if err != nil {
 		if aerr := ctl.alive(); aerr != nil {
 			err = aerr

@@ -20,30 +20,13 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // Everything the benchmark reports about Jobs and caches is observed from
 // the API server through watches, the way a user would see it, not taken
 // from the controller's own counters. Times are when the event reached the
 // benchmark, which is finer than the API's one-second timestamps.
-
-// inform runs an informer until ctx ends and returns once it has synced.
-func inform(ctx context.Context, lw toolscache.ListerWatcher, obj runtime.Object, h toolscache.ResourceEventHandlerFuncs, transform toolscache.TransformFunc) error {
-	inf := toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
-	if transform != nil {
-		if err := inf.SetTransform(transform); err != nil {
-			return err
-		}
-	}
-	if _, err := inf.AddEventHandler(h); err != nil {
-		return err
-	}
-	go inf.RunWithContext(ctx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return fmt.Errorf("informer for %T did not sync", obj)
-	}
-	return nil
-}
 
 // jobWatch follows the Jobs of one namespace: how many are unfinished at
 // once (overall and per node), when each node's first and last Job appeared
@@ -98,24 +81,12 @@ func watchJobs(ctx context.Context, kube kubernetes.Interface, ns string) (*jobW
 		}
 		return obj, nil
 	}
-	err := inform(ctx, lw, &batchv1.Job{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.update(obj, false) },
-		UpdateFunc: func(_, obj any) { w.update(obj, false) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			w.update(obj, true)
-		},
-	}, strip)
+	err := framework.Inform(ctx, lw, &batchv1.Job{}, strip, w.update)
 	return w, err
 }
 
-func (w *jobWatch) update(obj any, deleted bool) {
-	j, ok := obj.(*batchv1.Job)
-	if !ok {
-		return
-	}
+func (w *jobWatch) update(typ watch.EventType, j *batchv1.Job, _ bool) {
+	deleted := typ == watch.Deleted
 	now := time.Now()
 	node := j.Annotations[jobs.AnnotationNode]
 	w.mu.Lock()
@@ -147,7 +118,7 @@ func (w *jobWatch) update(obj any, deleted bool) {
 			w.peakPerNode = max(w.peakPerNode, w.openPerNode[node])
 		}
 	}
-	state := jobState(j)
+	state := framework.JobOutcome(j)
 	if state == "" && !deleted {
 		return
 	}
@@ -176,15 +147,6 @@ func (w *jobWatch) update(obj any, deleted bool) {
 	w.lastDone = now
 }
 
-func jobState(j *batchv1.Job) batchv1.JobConditionType {
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-			return c.Type
-		}
-	}
-	return ""
-}
-
 func (w *jobWatch) figures() jobFigures {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -210,13 +172,18 @@ func (w *jobWatch) waitFinished(ctx context.Context, n int) (time.Time, error) {
 	}
 }
 
-func (w *jobWatch) node(name string) nodeJobs {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if n := w.nodes[name]; n != nil {
-		return *n
+func (w *jobWatch) node(name string) nodeJobs { return copyOf(&w.mu, w.nodes, name) }
+
+// copyOf is a copy of what m holds under key, or the zero value, read under mu: what a
+// watch keeps per node changes under the caller's feet.
+func copyOf[V any](mu *sync.Mutex, m map[string]*V, key string) V {
+	mu.Lock()
+	defer mu.Unlock()
+	if v := m[key]; v != nil {
+		return *v
 	}
-	return nodeJobs{}
+	var zero V
+	return zero
 }
 
 // createdOn counts the Jobs seen on nodes not in the set.
@@ -254,19 +221,14 @@ func watchCaches(ctx context.Context, c client.WithWatch, ns string) (*cacheWatc
 			return c.Watch(ctx, &v1alpha2.ImageCacheList{}, &client.ListOptions{Namespace: ns, Raw: &o})
 		},
 	}
-	record := func(obj any) {
-		ic, ok := obj.(*v1alpha2.ImageCache)
-		if !ok {
+	err := framework.Inform(ctx, lw, &v1alpha2.ImageCache{}, nil, func(typ watch.EventType, ic *v1alpha2.ImageCache, _ bool) {
+		if typ == watch.Deleted {
 			return
 		}
 		w.mu.Lock()
 		w.events[ic.Name] = append(w.events[ic.Name], cacheEvent{at: time.Now(), cache: ic})
 		w.mu.Unlock()
-	}
-	err := inform(ctx, lw, &v1alpha2.ImageCache{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    record,
-		UpdateFunc: func(_, obj any) { record(obj) },
-	}, nil)
+	})
 	return w, err
 }
 
@@ -342,9 +304,8 @@ type nodeHold struct {
 func watchNodes(ctx context.Context, kube kubernetes.Interface, taint *plan.StartupTaint) (*nodeWatch, error) {
 	w := &nodeWatch{nodes: map[string]*nodeHold{}}
 	lw := toolscache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "nodes", "", fields.Everything())
-	record := func(obj any) {
-		n, ok := obj.(*corev1.Node)
-		if !ok {
+	err := framework.Inform(ctx, lw, &corev1.Node{}, nil, func(typ watch.EventType, n *corev1.Node, _ bool) {
+		if typ == watch.Deleted {
 			return
 		}
 		now := time.Now()
@@ -364,11 +325,7 @@ func watchNodes(ctx context.Context, kube kubernetes.Interface, taint *plan.Star
 		case h.tainted && h.released.IsZero():
 			h.released = now
 		}
-	}
-	err := inform(ctx, lw, &corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    record,
-		UpdateFunc: func(_, obj any) { record(obj) },
-	}, nil)
+	})
 	return w, err
 }
 
@@ -377,14 +334,7 @@ func (w *nodeWatch) ready(name string) (time.Time, bool) {
 	return h.ready, !h.ready.IsZero()
 }
 
-func (w *nodeWatch) node(name string) nodeHold {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.nodes[name]; h != nil {
-		return *h
-	}
-	return nodeHold{}
-}
+func (w *nodeWatch) node(name string) nodeHold { return copyOf(&w.mu, w.nodes, name) }
 
 // released counts the named nodes seen released.
 func (w *nodeWatch) released(names []string) int {

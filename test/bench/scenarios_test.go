@@ -124,7 +124,7 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 		return r, err
 	}
 	nw, jw, cw := w.nodes, w.jobs, w.caches
-	ctl, err := e.runController("s2-new-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String())
+	ctl, wctx, err := e.runController(ctx, "s2-new-nodes", defaultCaps, "--image-pull-deadline-duration="+e.cfg.Deadline.String())
 	if err != nil {
 		return r, err
 	}
@@ -148,8 +148,6 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	if err := e.sb.CreateNodes(ctx, specs...); err != nil {
 		return r, err
 	}
-	wctx, wcancel := untilExit(ctx, ctl)
-	defer wcancel()
 	// Done when every pull finished and the cache settled; or, if some new
 	// nodes get no Job at all, once the cache has been settled and no Job
 	// has moved for a while: that is a finding to report, not a reason to
@@ -259,14 +257,12 @@ func (e *env) steadyRefresh(ns string) (*refreshResult, error) {
 		return r, err
 	}
 	started := time.Now()
-	ctl, err := e.runController("s3-refresh", defaultCaps, "--image-cache-refresh-frequency="+e.cfg.RefreshEvery.String(),
+	ctl, wctx, err := e.runController(ctx, "s3-refresh", defaultCaps, "--image-cache-refresh-frequency="+e.cfg.RefreshEvery.String(),
 		"--image-pull-deadline-duration="+e.cfg.Deadline.String())
 	if err != nil {
 		return r, err
 	}
 	defer ctl.stop()
-	wctx, wcancel := untilExit(ctx, ctl)
-	defer wcancel()
 	// Caches that exist are refreshed at start-up; the others are created on
 	// nodes that already report every image. Either way no Job is due.
 	var names []string

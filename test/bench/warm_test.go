@@ -98,14 +98,12 @@ func (e *env) warmRefresh() (*warmResult, error) {
 		return r, err
 	}
 	// No periodic refresh: the one measured is the one asked for.
-	ctl, err := e.runController("s6-warm", defaultCaps, "--image-cache-refresh-frequency=0s",
+	ctl, wctx, err := e.runController(ctx, "s6-warm", defaultCaps, "--image-cache-refresh-frequency=0s",
 		"--image-pull-deadline-duration="+e.cfg.Deadline.String())
 	if err != nil {
 		return r, err
 	}
 	defer ctl.stop()
-	wctx, wcancel := untilExit(ctx, ctl)
-	defer wcancel()
 
 	e.t.Logf("scenario 6: %d nodes × %d images, %d pairs not in node status; completing the cache (not measured)", len(nodes), len(imgs), r.UnreportedPairs)
 	began := time.Now()

@@ -12,7 +12,6 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework/files"
 )
 
 var repo = filepath.Join("..", "..")
@@ -192,7 +192,7 @@ func play(t *testing.T, dockerfile string, platformArgs map[string]string) *imag
 				if !info.IsDir() && toDir {
 					target = filepath.Join(target, filepath.Base(abs))
 				}
-				if err := copyTree(abs, target); err != nil {
+				if err := files.CopyTree(abs, target, nil); err != nil {
 					t.Fatalf("%s: %v", where, err)
 				}
 			}
@@ -243,39 +243,6 @@ func run(t *testing.T, where string, st *stage, command string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %s: %v\n%s", where, command, err, out)
 	}
-}
-
-func copyTree(src, dst string) error {
-	return filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
 }
 
 func makeVersion(t *testing.T) string {

@@ -11,8 +11,8 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/commands"
 )
 
-// stopTimeout bounds a controller's shutdown: one that does not return by then is a defect
-// (a worker that ignores its context), reported as such.
+// stopTimeout bounds the shutdown of what runs in-process: one that does not return by then
+// is a defect (a worker that ignores its context), reported as such.
 const stopTimeout = 30 * time.Second
 
 // RunController runs the controller in-process, as the binary would with options o, against
@@ -20,23 +20,37 @@ const stopTimeout = 30 * time.Second
 // is idempotent and also runs at the end of the test.
 func RunController(t testing.TB, cfg *rest.Config, o *commands.ControllerOptions) (stop func()) {
 	t.Helper()
+	stop, _ = RunInProcess(t, "controller", func(ctx context.Context) error { return commands.RunController(ctx, cfg, o) })
+	return stop
+}
+
+// RunInProcess runs what a binary's command would (named what in failures) in a goroutine
+// of the test. stop cancels its context and fails the test if it returns an error or does
+// not return within stopTimeout; it is idempotent and also runs at the end of the test.
+// exited is closed once run has returned, for a caller that checks it starts at all.
+func RunInProcess(t testing.TB, what string, run func(context.Context) error) (stop func(), exited <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- commands.RunController(ctx, cfg, o) }()
+	done := make(chan struct{})
+	var err error
+	go func() {
+		err = run(ctx)
+		close(done)
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
-			case err := <-done:
+			case <-done:
 				if err != nil {
-					t.Errorf("controller exited: %v", err)
+					t.Errorf("%s exited: %v", what, err)
 				}
 			case <-time.After(stopTimeout):
-				t.Errorf("controller did not stop within %s", stopTimeout)
+				t.Errorf("%s did not stop within %s of its context ending", what, stopTimeout)
 			}
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, done
 }

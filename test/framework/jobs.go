@@ -5,12 +5,17 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
@@ -19,51 +24,88 @@ import (
 type JobEvent struct {
 	Type watch.EventType // watch.Added, watch.Modified or watch.Deleted
 	Job  batchv1.Job
+	At   time.Time // when the log got it: finer than the API's whole-second timestamps
 }
 
 // JobLog records the Jobs a test's operations create, change and delete. With the delete
-// retention policy a Job can vanish before a test could list it, so the watch's events are
-// what a test counts, not what the cluster holds at the end.
+// retention policy a Job can vanish before a test could list it, so the events are what
+// a test counts, not what the cluster holds at the end. It follows the Jobs through an
+// informer, so it outlives restarts of the API server and etcd: what changed while they
+// were away shows once it has listed again (but for a Job created and deleted wholly
+// within the gap).
 type JobLog struct {
 	mu     sync.Mutex
 	events []JobEvent
+	taken  int // events before this one were handed out by Take
+	subs   []chan JobEvent
 }
 
 // RecordJobs starts a JobLog on the Jobs of namespace ns ("" for every namespace) that
 // match selector (nil for all), until the test ends. Jobs that exist already are not
-// recorded: the watch starts at the resource version of a list, so a log started
-// beside a predecessor's leftovers sees only what happens to them from then on.
+// recorded as created: a log started beside a predecessor's leftovers sees only what
+// happens to them from then on.
 func RecordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector labels.Set) *JobLog {
 	t.Helper()
-	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()}
-	l, err := kube.BatchV1().Jobs(ns).List(context.Background(), opts)
+	api := kube.BatchV1().Jobs(ns)
+	sel := labels.SelectorFromSet(selector).String()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return api.Watch(ctx, o)
+		},
+	}, kube)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// An API server that does not answer fails the test rather than hanging it.
+	late := time.AfterFunc(time.Minute, cancel)
+	l := &JobLog{}
+	err := Inform(ctx, lw, &batchv1.Job{}, nil, l.record)
+	late.Stop()
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.ResourceVersion = l.ResourceVersion
-	w, err := kube.BatchV1().Jobs(ns).Watch(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	log := &JobLog{}
-	go func() {
-		for ev := range w.ResultChan() {
-			if j, ok := ev.Object.(*batchv1.Job); ok {
-				log.mu.Lock()
-				log.events = append(log.events, JobEvent{Type: ev.Type, Job: *j})
-				log.mu.Unlock()
-			}
-		}
-	}()
-	return log
+	return l
 }
 
-// Events returns what the log holds, in the order the API server reported it.
+func (l *JobLog) record(typ watch.EventType, j *batchv1.Job, initial bool) {
+	if initial {
+		return
+	}
+	ev := JobEvent{Type: typ, Job: *j, At: time.Now()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, ev)
+	for _, s := range l.subs {
+		select {
+		case s <- ev:
+		default: // a slow subscriber misses events rather than stalling the informer
+		}
+	}
+}
+
+// Subscribe returns the events from now on, until cancel.
+func (l *JobLog) Subscribe() (<-chan JobEvent, func()) {
+	ch := make(chan JobEvent, 4096)
+	l.mu.Lock()
+	l.subs = append(l.subs, ch)
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.subs = slices.DeleteFunc(l.subs, func(s chan JobEvent) bool { return s == ch })
+	}
+}
+
+// Events returns the events since the last Take, in the order the API server reported
+// them.
 func (l *JobLog) Events() []JobEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Clone(l.events)
+	return slices.Clone(l.events[l.taken:])
 }
 
 // Created returns the Jobs created since the last Take, as they were when created.
@@ -77,28 +119,89 @@ func (l *JobLog) Created() []batchv1.Job {
 	return out
 }
 
-// Take returns the Work of each Job created since the last Take, and forgets every event
-// so far: a test that runs operations one after the other checks each one's Jobs.
+// Take returns the Work of each Job created since the last Take, and sets every event so
+// far aside: a test that runs operations one after the other checks each one's Jobs.
 func (l *JobLog) Take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
-	for _, ev := range l.events {
+	for _, ev := range l.events[l.taken:] {
 		if ev.Type == watch.Added {
 			out = append(out, Work(ev.Job)...)
 		}
 	}
-	l.events = nil
+	l.taken = len(l.events)
 	return out
 }
 
-// Work is "kind image node" for each image a Job of ours works on: one for a Job per
-// (image, node), one per container for a node's pull Job, so that the same list compares
-// equal at either pull-Job granularity.
-func Work(j batchv1.Job) []string {
-	var out []string
-	for _, img := range jobs.ImagesOf(&j) {
-		out = append(out, j.Labels[jobs.LabelKind]+" "+img+" "+j.Annotations[jobs.AnnotationNode])
+// JobRecord is what a test learns of one Job over its life.
+type JobRecord struct {
+	UID, Namespace, Name string
+	Op, Kind, Node       string
+	// Images are what the Job works on: one image for a Job per (image, node), every
+	// container's image for a node's pull Job.
+	Images  []string
+	Created time.Time // metadata.creationTimestamp (whole seconds)
+	// When the log first heard of the Job, saw it finished, saw it deleted.
+	Seen, Settled, Deleted time.Time
+}
+
+// RecordOf is what a Job says of itself.
+func RecordOf(j *batchv1.Job) JobRecord {
+	return JobRecord{UID: string(j.UID), Namespace: j.Namespace, Name: j.Name,
+		Op: j.Labels[jobs.LabelOperation], Kind: j.Labels[jobs.LabelKind], Node: j.Annotations[jobs.AnnotationNode],
+		Images: jobs.ImagesOf(j), Created: j.CreationTimestamp.Time}
+}
+
+// Pulls says whether the Job works on img.
+func (r JobRecord) Pulls(img string) bool { return slices.Contains(r.Images, img) }
+
+// Work is "kind image node" for each image the Job works on: one for a Job per (image,
+// node), one per container for a node's pull Job, so that the same list compares equal at
+// either pull-Job granularity.
+func (r JobRecord) Work() []string {
+	out := make([]string, len(r.Images))
+	for i, img := range r.Images {
+		out[i] = r.Kind + " " + img + " " + r.Node
 	}
 	return out
+}
+
+// Work is the Work of a Job's record.
+func Work(j batchv1.Job) []string { return RecordOf(&j).Work() }
+
+// Records returns every Job the log has heard of (Take sets none aside), in the order it
+// first did.
+func (l *JobLog) Records() []JobRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []JobRecord
+	at := map[types.UID]int{}
+	for _, ev := range l.events {
+		i, known := at[ev.Job.UID]
+		if !known {
+			i = len(out)
+			at[ev.Job.UID] = i
+			out = append(out, RecordOf(&ev.Job))
+			out[i].Seen = ev.At
+		}
+		r := &out[i]
+		if r.Settled.IsZero() && JobOutcome(&ev.Job) != "" {
+			r.Settled = ev.At
+		}
+		if ev.Type == watch.Deleted {
+			r.Deleted = ev.At
+		}
+	}
+	return out
+}
+
+// JobOutcome is how a Job ended, Complete or Failed, or "" while it runs.
+func JobOutcome(j *batchv1.Job) batchv1.JobConditionType {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return c.Type
+		}
+	}
+	return ""
 }

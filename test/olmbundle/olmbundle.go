@@ -8,12 +8,13 @@ package olmbundle
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/test/framework/files"
 )
 
 // Options says what differs from the source bundle.
@@ -36,29 +37,14 @@ func Derive(src, dst string, o Options) (string, error) {
 		return "", fmt.Errorf("olmbundle: %s exists", dst)
 	}
 	var csvPath string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	err := files.CopyTree(src, dst, func(rel string, raw []byte) []byte {
 		for from, with := range o.Images {
 			raw = bytes.ReplaceAll(raw, []byte(from), []byte(with))
 		}
-		if strings.HasSuffix(p, ".clusterserviceversion.yaml") {
-			csvPath = to
+		if strings.HasSuffix(rel, ".clusterserviceversion.yaml") {
+			csvPath = filepath.Join(dst, rel)
 		}
-		return os.WriteFile(to, raw, 0o644)
+		return raw
 	})
 	if err != nil {
 		return "", err

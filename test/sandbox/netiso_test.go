@@ -176,11 +176,9 @@ func fastestOf3(call func() (time.Duration, error)) (time.Duration, []time.Durat
 // write it covers at once, on this machine, instead of after its 10 s timeout; with
 // failurePolicy Ignore the write goes through, just as fast.
 func TestWebhookServiceFailsLocally(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	s := Get()
-	c := clientFor(t, s)
+	s, c := parallel(t)
 	nsFail, nsIgnore := namespace(t, c), namespace(t, c)
 
 	// No selector and no EndpointSlice: nothing anywhere answers it.

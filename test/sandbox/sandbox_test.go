@@ -34,12 +34,19 @@ func clientFor(t *testing.T, s *Sandbox) kubernetes.Interface {
 	return c
 }
 
+// parallel makes t a parallel test in the shared sandbox, and returns it and a client.
+func parallel(t *testing.T) (*Sandbox, kubernetes.Interface) {
+	t.Helper()
+	t.Parallel()
+	s := Get()
+	return s, clientFor(t, s)
+}
+
 // inNamespace makes t a parallel test with a namespace of its own in the shared sandbox,
 // and returns a client and the namespace.
 func inNamespace(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	t.Parallel()
-	c := clientFor(t, Get())
+	_, c := parallel(t)
 	return c, namespace(t, c)
 }
 
@@ -261,11 +268,9 @@ func TestFailPrefixInitContainer(t *testing.T) {
 }
 
 func TestCreateNodesWithOptions(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	s := Get()
-	c := clientFor(t, s)
+	s, c := parallel(t)
 	taint := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	images := []corev1.ContainerImage{{Names: []string{"registry.example/app@sha256:aa", "registry.example/app:1.0"}, SizeBytes: 1234}}
 	g.Expect(s.CreateNodes(ctx,
@@ -323,11 +328,9 @@ func readyHeartbeat(n *corev1.Node) time.Time {
 }
 
 func TestNodeImagesSurviveHeartbeats(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	s := Get()
-	c := clientFor(t, s)
+	s, c := parallel(t)
 	g.Expect(s.CreateNodes(ctx, NodeSpec{Name: "img"})).To(Succeed())
 	images := []corev1.ContainerImage{
 		{Names: []string{"registry.example/a@sha256:01", "registry.example/a:1"}, SizeBytes: 10},
@@ -353,11 +356,9 @@ func TestNodeImagesSurviveHeartbeats(t *testing.T) {
 }
 
 func TestSetNodeReady(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	ctx := t.Context()
-	s := Get()
-	c := clientFor(t, s)
+	s, c := parallel(t)
 	images := []corev1.ContainerImage{{Names: []string{"registry.example/a:1"}, SizeBytes: 10}}
 	g.Expect(s.CreateNodes(ctx, NodeSpec{Name: "flip", Images: images})).To(Succeed())
 

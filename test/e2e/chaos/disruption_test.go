@@ -12,9 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -73,10 +75,15 @@ func TestDisruptions(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+	// disrupt acts beside the loop, which must go on reading events meanwhile.
+	disrupt := func(act func() error) {
+		wg.Go(func() {
+			if err := act(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
 	deletedJobs, deletedPods, nodeGone := 0, 0, false
 	// disrupted holds "image@node" for every image a deleted Job, or a Job
@@ -84,52 +91,40 @@ func TestDisruptions(t *testing.T) {
 	// image beside the bad one, and so takes it along when it goes before
 	// the good image's container has a result.
 	disrupted := map[string]bool{}
-	hit := func(j JobRecord) {
+	hit := func(j framework.JobRecord) {
 		for _, img := range j.Images {
 			disrupted[img+"@"+j.Node] = true
 		}
 	}
 	timeout := time.After(60 * time.Second)
 	for deletedJobs < 3 || deletedPods < 3 || !nodeGone {
-		var ev JobEvent
+		var ev framework.JobEvent
 		select {
 		case ev = <-events:
 		case <-timeout:
 			t.Fatalf("disruptions not all made in 60s: jobs %d, pods %d, node %v", deletedJobs, deletedPods, nodeGone)
 		}
-		if ev.Type != "added" || ev.Job.Namespace != ns {
+		if ev.Type != watch.Added || ev.Job.Namespace != ns {
 			continue
 		}
+		j := framework.RecordOf(&ev.Job)
 		switch {
-		case strings.HasPrefix(ev.Job.Name, "jobs-deleted") && ev.Job.Pulls(bad("a")):
+		case strings.HasPrefix(j.Name, "jobs-deleted") && j.Pulls(bad("a")):
 			deletedJobs++
-			hit(ev.Job)
-			wg.Add(1)
-			go func(name string) {
-				defer wg.Done()
-				if err := deleteJob(ctx, e, ns, name); err != nil {
-					fail(err)
-				}
-			}(ev.Job.Name)
-		case strings.HasPrefix(ev.Job.Name, "pods-deleted") && ev.Job.Pulls(bad("b")):
+			hit(j)
+			disrupt(func() error { return deleteJob(ctx, e, ns, j.Name) })
+		case strings.HasPrefix(j.Name, "pods-deleted") && j.Pulls(bad("b")):
 			deletedPods++
-			hit(ev.Job)
-			wg.Add(1)
-			go func(name string) {
-				defer wg.Done()
-				if err := deletePodsOf(ctx, e, ns, name); err != nil {
-					fail(err)
-				}
-			}(ev.Job.Name)
-		case strings.HasPrefix(ev.Job.Name, "node-lost") && ev.Job.Node == lost && !nodeGone:
+			hit(j)
+			disrupt(func() error { return deletePodsOf(ctx, e, ns, j.Name) })
+		case strings.HasPrefix(j.Name, "node-lost") && j.Node == lost && !nodeGone:
 			nodeGone = true
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			disrupt(func() error {
 				if err := e.SB.DeleteNode(ctx, lost); err != nil {
-					fail(fmt.Errorf("deleting node %s: %w", lost, err))
+					return fmt.Errorf("deleting node %s: %w", lost, err)
 				}
-			}()
+				return nil
+			})
 		}
 	}
 	wg.Wait()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,11 +13,9 @@ import (
 
 	"github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -249,159 +246,26 @@ func (e *Env) WaitFinal(t testing.TB, key client.ObjectKey, reason string, timeo
 	return ic
 }
 
-// JobRecord is what the tests learn of one Job over its life.
-type JobRecord struct {
-	UID, Namespace, Name string
-	Op, Kind, Node       string
-	// Images are what the Job works on: one image for a Job per (image,
-	// node), every container's image for a node's pull Job.
-	Images                 []string
-	Created                time.Time // metadata.creationTimestamp (whole seconds)
-	Seen, Deleted, Settled time.Time // when the test saw it added, deleted, finished
-}
-
-// Keys identify a Job's work, one per image: the same key in two Jobs
-// means the same image pulled twice onto a node within one operation. A
-// node Job has one key per container, so that two node Jobs of one
-// operation on one node (pairs that got their slots at different times)
-// are told apart by what they pull, not taken for one Job made twice.
-func (r JobRecord) Keys() []string {
-	out := make([]string, len(r.Images))
-	for i, img := range r.Images {
-		out[i] = r.Op + " " + r.Kind + " " + img + " " + r.Node
-	}
-	return out
-}
-
-// Pulls says whether the Job works on img.
-func (r JobRecord) Pulls(img string) bool { return slices.Contains(r.Images, img) }
-
-// JobEvent is a change the recorder saw.
-type JobEvent struct {
-	Type string // added, finished, deleted
-	Job  JobRecord
-}
-
-// JobLog records every labelled Job of the cluster through an informer: it
-// survives apiserver and etcd restarts (it re-lists), and a Job created and
-// deleted within an operation still shows, since the tests read the log,
-// not the cluster.
-type JobLog struct {
-	mu    sync.Mutex
-	byUID map[string]*JobRecord
-	subs  []chan JobEvent
-	stop  chan struct{}
-}
-
-// RecordJobs starts a JobLog until the test ends.
-func (e *Env) RecordJobs(t testing.TB) *JobLog {
+// RecordJobs starts a log of every Job of the controller's, in every namespace, until the
+// test ends.
+func (e *Env) RecordJobs(t testing.TB) *framework.JobLog {
 	t.Helper()
-	l := &JobLog{byUID: map[string]*JobRecord{}, stop: make(chan struct{})}
-	f := informers.NewSharedInformerFactoryWithOptions(e.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = jobs.ManagedSelector().String()
-	}))
-	inf := f.Batch().V1().Jobs().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { l.observe(obj, false) },
-		UpdateFunc: func(_, obj interface{}) { l.observe(obj, false) },
-		DeleteFunc: func(obj interface{}) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			l.observe(obj, true)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start(l.stop)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		t.Fatal("the Job recorder did not sync")
-	}
-	t.Cleanup(func() { close(l.stop) })
-	return l
-}
-
-func (l *JobLog) observe(obj interface{}, deleted bool) {
-	j, ok := obj.(*batchv1.Job)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, known := l.byUID[string(j.UID)]
-	var events []JobEvent
-	if !known {
-		r = &JobRecord{UID: string(j.UID), Namespace: j.Namespace, Name: j.Name,
-			Op: j.Labels[jobs.LabelOperation], Kind: j.Labels[jobs.LabelKind],
-			Images: jobs.ImagesOf(j), Node: j.Annotations[jobs.AnnotationNode],
-			Created: j.CreationTimestamp.Time, Seen: now}
-		l.byUID[r.UID] = r
-		events = append(events, JobEvent{Type: "added", Job: *r})
-	}
-	if r.Settled.IsZero() {
-		for _, c := range j.Status.Conditions {
-			if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-				r.Settled = now
-				events = append(events, JobEvent{Type: "finished", Job: *r})
-			}
-		}
-	}
-	if deleted && r.Deleted.IsZero() {
-		r.Deleted = now
-		events = append(events, JobEvent{Type: "deleted", Job: *r})
-	}
-	for _, ev := range events {
-		for _, s := range l.subs {
-			select {
-			case s <- ev:
-			default: // a slow subscriber misses events rather than stalling the informer
-			}
-		}
-	}
-}
-
-// Subscribe returns the events from now on, until cancel.
-func (l *JobLog) Subscribe() (<-chan JobEvent, func()) {
-	ch := make(chan JobEvent, 4096)
-	l.mu.Lock()
-	l.subs = append(l.subs, ch)
-	l.mu.Unlock()
-	return ch, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for i, s := range l.subs {
-			if s == ch {
-				l.subs = append(l.subs[:i], l.subs[i+1:]...)
-				return
-			}
-		}
-	}
-}
-
-// Records returns every Job seen so far, in order of appearance.
-func (l *JobLog) Records() []JobRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]JobRecord, 0, len(l.byUID))
-	for _, r := range l.byUID {
-		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seen.Before(out[j].Seen) })
-	return out
+	return framework.RecordJobs(t, e.Kube, "", labels.Set{jobs.LabelApp: jobs.LabelAppValue, jobs.LabelManager: jobs.LabelManagerValue})
 }
 
 // Duplicates describes every (operation, kind, image, node) that more than
 // one Job was created for: with fixed names per operation there must be
 // none, whatever was killed or restarted in between, at either pull Job
 // granularity.
-func Duplicates(rs []JobRecord) []string {
-	by := map[string][]JobRecord{}
+//
+// A node Job has one key per container, so that two node Jobs of one operation on one
+// node (pairs that got their slots at different times) are told apart by what they
+// pull, not taken for one Job made twice.
+func Duplicates(rs []framework.JobRecord) []string {
+	by := map[string][]framework.JobRecord{}
 	for _, r := range rs {
-		for _, k := range r.Keys() {
+		for _, w := range r.Work() {
+			k := r.Op + " " + w
 			by[k] = append(by[k], r)
 		}
 	}

@@ -11,9 +11,13 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
@@ -160,7 +164,7 @@ func TestControllerKilled(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(names(live)).To(BeEmpty(), "labelled Jobs left after every operation finished (retention policy delete)")
 	records := jobLog.Records()
-	var mine []JobRecord
+	var mine []framework.JobRecord
 	for _, r := range records {
 		if r.Namespace == ns {
 			mine = append(mine, r)
@@ -199,15 +203,15 @@ func runningOps(p *Process) int {
 
 // waitKillPoint waits for the chosen moment of a process's life. It reports
 // false when the moment did not come in time (the process is killed anyway).
-func waitKillPoint(p *Process, point string, rng *rand.Rand, events <-chan JobEvent, dead map[string]bool) bool {
+func waitKillPoint(p *Process, point string, rng *rand.Rand, events <-chan framework.JobEvent, dead map[string]bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	// Jobs of dead processes are deleted by this one's clean-up: only its
 	// own Jobs count.
-	ours := func(ev JobEvent) bool { return !dead[ev.Job.Op] }
+	ours := func(ev framework.JobEvent) bool { return !dead[ev.Job.Labels[jobs.LabelOperation]] }
 	// count waits for n units of what happens to the process's Jobs, each
 	// event weighing what weight says (0: not counted).
-	count := func(n int, weight func(JobEvent) int) bool {
+	count := func(n int, weight func(framework.JobEvent) int) bool {
 		for {
 			select {
 			case ev := <-events:
@@ -238,9 +242,9 @@ func waitKillPoint(p *Process, point string, rng *rand.Rand, events <-chan JobEv
 		// Pulls, not Jobs: a node's pull Job holds several, and an
 		// operation makes a third as many Jobs as with a Job per (image,
 		// node), often fewer than 12, and the wait would outlast it.
-		return count(1+rng.Intn(12), func(ev JobEvent) int {
-			if ev.Type == "added" {
-				return len(ev.Job.Images)
+		return count(1+rng.Intn(12), func(ev framework.JobEvent) int {
+			if ev.Type == watch.Added {
+				return len(jobs.ImagesOf(&ev.Job))
 			}
 			return 0
 		})
@@ -248,17 +252,17 @@ func waitKillPoint(p *Process, point string, rng *rand.Rand, events <-chan JobEv
 		// A Job whose work all has a result: it finished, or (a node's
 		// pull Job, under delete) the controller deleted it once every
 		// container had a result, often before kcm marked it finished.
-		settled := map[string]bool{}
-		return count(1+rng.Intn(4), func(ev JobEvent) int {
-			if (ev.Type == "finished" || ev.Type == "deleted") && !settled[ev.Job.UID] {
+		settled := map[types.UID]bool{}
+		return count(1+rng.Intn(4), func(ev framework.JobEvent) int {
+			if (framework.JobOutcome(&ev.Job) != "" || ev.Type == watch.Deleted) && !settled[ev.Job.UID] {
 				settled[ev.Job.UID] = true
 				return 1
 			}
 			return 0
 		})
 	case "jobs-deleted":
-		return count(1, func(ev JobEvent) int {
-			if ev.Type == "deleted" {
+		return count(1, func(ev framework.JobEvent) int {
+			if ev.Type == watch.Deleted {
 				return 1
 			}
 			return 0

@@ -13,40 +13,24 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-// Bounds of an operator run: one that returns within startupGrace gave up at start-up, and
-// one that is still running stopTimeout after its context ended ignores its context.
-const (
-	startupGrace = 500 * time.Millisecond
-	stopTimeout  = 30 * time.Second
-)
+// startupGrace is how soon an operator that returns gave up at start-up.
+const startupGrace = 500 * time.Millisecond
 
 // RunOperator runs the operator in-process with options o until the test ends, and fails
 // the test if it gives up at start-up or returns an error.
 func RunOperator(t testing.TB, cfg *rest.Config, o operator.Options) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- operator.Run(ctx, cfg, o) }()
+	stop, exited := framework.RunInProcess(t, "the operator", func(ctx context.Context) error { return operator.Run(ctx, cfg, o) })
 	select {
-	case err := <-done:
-		cancel()
-		t.Fatalf("the operator returned at once: %v", err)
+	case <-exited:
+		stop()
+		t.Fatal("the operator returned at once")
 	case <-time.After(startupGrace):
 	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the operator returned %v", err)
-			}
-		case <-time.After(stopTimeout):
-			t.Errorf("the operator did not stop within %s of its context ending", stopTimeout)
-		}
-	})
 }
 
 // HelmConfig is what `helm --kubeconfig <sandbox> -n ns` uses.

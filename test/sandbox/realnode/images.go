@@ -164,24 +164,23 @@ func (r *registryServer) close() {
 // registries (Options.Mirrors), e.g. docker.io/library/busybox:1.36: a pod naming ref pulls
 // it from there, by that name, as from the real registry.
 func (n *Node) PushAs(ctx context.Context, ref string, img v1.Image) error {
-	local, err := n.mirrored(ref)
-	if err != nil {
-		return err
-	}
-	if err := remote.Write(local, img, remote.WithContext(ctx)); err != nil {
-		return fmt.Errorf("realnode: push %s as %s: %w", local, ref, err)
-	}
-	return nil
+	return n.push(ctx, ref, img)
 }
 
 // PushIndexAs is PushAs for a multi-platform image: the node's containerd picks the
 // manifest of its own platform, as it would from the real registry.
 func (n *Node) PushIndexAs(ctx context.Context, ref string, idx v1.ImageIndex) error {
+	return n.push(ctx, ref, idx)
+}
+
+// push stores an image or an index, with all it refers to, under ref's name in the node's
+// registry.
+func (n *Node) push(ctx context.Context, ref string, t remote.Taggable) error {
 	local, err := n.mirrored(ref)
 	if err != nil {
 		return err
 	}
-	if err := remote.WriteIndex(local, idx, remote.WithContext(ctx)); err != nil {
+	if err := remote.MultiWrite(map[name.Reference]remote.Taggable{local: t}, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("realnode: push %s as %s: %w", local, ref, err)
 	}
 	return nil

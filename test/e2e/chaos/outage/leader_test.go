@@ -11,12 +11,14 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/e2e/chaos"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // controller-runtime's leader election defaults, which the controller keeps
@@ -57,7 +59,7 @@ func TestLeaderKilled(t *testing.T) {
 }
 
 // leaderRound is one takeover, by a fresh pair of replicas.
-func leaderRound(t *testing.T, e *chaos.Env, jobLog *chaos.JobLog, round int) {
+func leaderRound(t *testing.T, e *chaos.Env, jobLog *framework.JobLog, round int) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := e.Namespace(t, "leader")
@@ -111,7 +113,7 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *chaos.JobLog, round int) {
 	for created < 5 {
 		select {
 		case ev := <-events:
-			if ev.Type == "added" && ev.Job.Namespace == ns {
+			if ev.Type == watch.Added && ev.Job.Namespace == ns {
 				created++
 			}
 		case <-time.After(60 * time.Second):
@@ -145,7 +147,7 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *chaos.JobLog, round int) {
 			}
 		}
 	}
-	var mine []chaos.JobRecord
+	var mine []framework.JobRecord
 	byLeader, byOther := 0, 0
 	for _, r := range jobLog.Records() {
 		if r.Namespace != ns {

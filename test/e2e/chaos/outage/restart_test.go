@@ -7,10 +7,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/e2e/chaos"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // TestControlPlaneRestarts restarts kube-apiserver, then etcd, while
@@ -59,7 +61,7 @@ func TestControlPlaneRestarts(t *testing.T) {
 	g.Expect(cleanUps).To(Equal(1), "the controller started over")
 }
 
-func restartDuring(t *testing.T, e *chaos.Env, p *chaos.Process, jobLog *chaos.JobLog, what string, restart func(context.Context) error) {
+func restartDuring(t *testing.T, e *chaos.Env, p *chaos.Process, jobLog *framework.JobLog, what string, restart func(context.Context) error) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -84,7 +86,7 @@ func restartDuring(t *testing.T, e *chaos.Env, p *chaos.Process, jobLog *chaos.J
 	for created < 4 {
 		select {
 		case ev := <-events:
-			if ev.Type == "added" && ev.Job.Namespace == ns {
+			if ev.Type == watch.Added && ev.Job.Namespace == ns {
 				created++
 			}
 		case <-timeout:
@@ -117,7 +119,7 @@ func restartDuring(t *testing.T, e *chaos.Env, p *chaos.Process, jobLog *chaos.J
 			retried++
 		}
 	}
-	var mine []chaos.JobRecord
+	var mine []framework.JobRecord
 	for _, r := range jobLog.Records() {
 		if r.Namespace == ns {
 			mine = append(mine, r)
