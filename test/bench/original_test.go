@@ -128,9 +128,7 @@ func (e *env) runOriginal(binary, version, ns string, imgs []string, pairs int) 
 		return nil, err
 	}
 	wctx, wcancel := context.WithTimeout(ctx, originalTimeout)
-	wctx, wcancel2 := untilExit(wctx, ctl)
-	done, final, err := cw.final(wctx, cache.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began)
-	wcancel2()
+	done, final, err := cw.final(ctl.until(wctx), cache.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began)
 	wcancel()
 	p.Jobs = jw.figures()
 	if err != nil {
