@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -27,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/test/framework/files"
 )
 
 // A file-based catalog image, as upstream's index images are made
@@ -151,7 +152,7 @@ func buildCatalog(ctx context.Context, o catalogOptions) (string, error) {
 		if err := os.RemoveAll(o.configs); err != nil {
 			return "", err
 		}
-		if err := copyDir(configs, o.configs); err != nil {
+		if err := files.CopyTree(configs, o.configs, nil); err != nil {
 			return "", err
 		}
 	}
@@ -456,28 +457,6 @@ func runOPM(ctx context.Context, opm string, args ...string) error {
 		return fmt.Errorf("catalog: opm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-// copyDir copies the regular files under src to dst.
-func copyDir(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, raw, 0o644)
-	})
 }
 
 func catalogCommand(ctx context.Context, args []string) error {
