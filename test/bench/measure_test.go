@@ -95,11 +95,7 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 	if err := e.namespace(ctx, ns); err != nil {
 		return nil, nil, err
 	}
-	jw, err := watchJobs(ctx, e.kube, ns)
-	if err != nil {
-		return nil, nil, err
-	}
-	cw, err := watchCaches(ctx, e.k8s, ns)
+	jw, cw, err := e.watchNamespace(ctx, ns)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -232,6 +232,17 @@ func watchCaches(ctx context.Context, c client.WithWatch, ns string) (*cacheWatc
 	return w, err
 }
 
+// watchNamespace starts the two watches every measured phase reads: the Jobs
+// and the caches of ns.
+func (e *env) watchNamespace(ctx context.Context, ns string) (*jobWatch, *cacheWatch, error) {
+	jw, err := watchJobs(ctx, e.kube, ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	cw, err := watchCaches(ctx, e.k8s, ns)
+	return jw, cw, err
+}
+
 // final waits for the cache to end an operation of the given reason that
 // started at or after `after`, and returns when that was seen.
 func (w *cacheWatch) final(ctx context.Context, name, reason string, after time.Time) (time.Time, *v1alpha2.ImageCache, error) {

@@ -103,11 +103,7 @@ func (e *env) runOriginal(binary, version, ns string, imgs []string, pairs int) 
 	if err != nil {
 		return nil, err
 	}
-	jw, err := watchJobs(ctx, e.kube, ns)
-	if err != nil {
-		return nil, err
-	}
-	cw, err := watchCaches(ctx, e.k8s, ns)
+	jw, cw, err := e.watchNamespace(ctx, ns)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"time"
@@ -126,28 +127,15 @@ func (r *benchRun) merge(root string) error {
 	if err := json.Unmarshal(raw, prev); err != nil {
 		return err
 	}
-	ps, s := prev.Scenarios, &r.Scenarios
+	// The fields stand in scenario order: field i is scenario i+1.
+	from, to := reflect.ValueOf(&prev.Scenarios).Elem(), reflect.ValueOf(&r.Scenarios).Elem()
+	for i := range to.NumField() {
+		if !r.Config.Runs(i + 1) {
+			to.Field(i).Set(from.Field(i))
+		}
+	}
 	if !r.Config.Runs(1) {
-		s.ColdCache = ps.ColdCache
 		r.prevProfiles = prev.Profiles
-	}
-	if !r.Config.Runs(2) {
-		s.NewNodes = ps.NewNodes
-	}
-	if !r.Config.Runs(3) {
-		s.SteadyRefresh = ps.SteadyRefresh
-	}
-	if !r.Config.Runs(4) {
-		s.FastPods = ps.FastPods
-	}
-	if !r.Config.Runs(5) {
-		s.HeldNodes = ps.HeldNodes
-	}
-	if !r.Config.Runs(6) {
-		s.WarmRefresh = ps.WarmRefresh
-	}
-	if !r.Config.Runs(7) {
-		s.Original = ps.Original
 	}
 	return nil
 }

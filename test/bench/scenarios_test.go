@@ -99,10 +99,7 @@ func (e *env) joining(ctx context.Context, ns string, taint *plan.StartupTaint) 
 	if w.nodes, err = watchNodes(ctx, e.kube, taint); err != nil {
 		return "", nil, err
 	}
-	if w.jobs, err = watchJobs(ctx, e.kube, ns); err != nil {
-		return "", nil, err
-	}
-	if w.caches, err = watchCaches(ctx, e.k8s, ns); err != nil {
+	if w.jobs, w.caches, err = e.watchNamespace(ctx, ns); err != nil {
 		return "", nil, err
 	}
 	return caches.Items[0].Name, w, nil
@@ -244,11 +241,7 @@ func (e *env) steadyRefresh(ns string) (*refreshResult, error) {
 	if err := e.reportImages(ctx, nodes.Items, imgs); err != nil {
 		return r, err
 	}
-	jw, err := watchJobs(ctx, e.kube, ns)
-	if err != nil {
-		return r, err
-	}
-	cw, err := watchCaches(ctx, e.k8s, ns)
+	jw, cw, err := e.watchNamespace(ctx, ns)
 	if err != nil {
 		return r, err
 	}

@@ -356,7 +356,9 @@ type Report struct {
 	DurationMinutes float64 `json:"durationMinutes"`
 	Machine         Machine `json:"machine"`
 	Config          Config  `json:"config"`
-	Scenarios       struct {
+	// Scenarios are in scenario order, 1 to 7: the benchmark's merge (BENCH_MERGE) reads a
+	// field's place as its scenario's number.
+	Scenarios struct {
 		ColdCache     *ColdResult     `json:"coldCache,omitempty"`
 		NewNodes      *NewNodesResult `json:"newNodes,omitempty"`
 		SteadyRefresh *RefreshResult  `json:"steadyRefresh,omitempty"`
