@@ -122,17 +122,13 @@ func TestKeeperAdoptsTheWinner(t *testing.T) {
 	k := newKeeper(g, cs, dir, clk)
 
 	var winner *Material
-	cs.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if winner != nil {
-			return false, nil, nil
-		}
+	loseOnce(cs, "create", apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, secret), func() {
 		s, err := Plan(k.cfg.Policy, clk.Now(), nil, time.Time{})
 		g.Expect(err).NotTo(HaveOccurred())
 		winner = s.Next
 		obj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: ns}, Type: corev1.SecretTypeTLS}
 		setMaterial(obj, winner)
 		g.Expect(cs.Tracker().Add(obj)).To(Succeed())
-		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, secret)
 	})
 	_, err := k.Sync(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -141,17 +137,13 @@ func TestKeeperAdoptsTheWinner(t *testing.T) {
 	// Rotation due: the other replica stages first.
 	clk.Add(41 * time.Minute)
 	var staged *Material
-	cs.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if staged != nil {
-			return false, nil, nil
-		}
+	loseOnce(cs, "update", apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, secret, nil), func() {
 		s, err := Plan(k.cfg.Policy, clk.Now(), winner, time.Time{})
 		g.Expect(err).NotTo(HaveOccurred())
 		staged = s.Next
 		obj := getSecretFromTracker(g, cs)
 		setMaterial(obj, staged)
 		g.Expect(cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, obj, ns)).To(Succeed())
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, secret, nil)
 	})
 	_, err = k.Sync(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -280,4 +272,19 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	g.Expect(DefaultSettle(30 * 24 * time.Hour)).To(Equal(time.Minute))
 	g.Expect(DefaultSettle(15 * time.Second)).To(Equal(1500 * time.Millisecond))
 	g.Expect(DefaultSettle(time.Second)).To(Equal(time.Second))
+}
+
+// loseOnce makes this replica lose one race for the Secret: the first verb
+// it sends is refused with refusal, after store has put the other replica's
+// Secret in its place.
+func loseOnce(cs *fake.Clientset, verb string, refusal error, store func()) {
+	lost := false
+	cs.PrependReactor(verb, "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if lost {
+			return false, nil, nil
+		}
+		lost = true
+		store()
+		return true, nil, refusal
+	})
 }
