@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -68,6 +69,22 @@ func getSecret(g *WithT, cs *fake.Clientset) *corev1.Secret {
 	s, err := cs.CoreV1().Secrets(ns).Get(context.Background(), secret, metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	return s
+}
+
+// watching is closed once a watch of resource is open. The fake tracker
+// keeps no history, so a change made between an informer's list and its
+// watch is never delivered: a test that wants a change seen waits for this.
+func watching(cs *fake.Clientset, resource string) <-chan struct{} {
+	open := make(chan struct{})
+	var once sync.Once
+	cs.PrependWatchReactor(resource, func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := cs.Tracker().Watch(a.GetResource(), a.GetNamespace(), a.(k8stesting.WatchActionImpl).ListOptions)
+		if err == nil {
+			once.Do(func() { close(open) })
+		}
+		return true, w, err
+	})
+	return open
 }
 
 func getVWC(g *WithT, cs *fake.Clientset) *admissionregistrationv1.ValidatingWebhookConfiguration {
@@ -225,6 +242,7 @@ func TestKeeperStartRepairsQuickly(t *testing.T) {
 	cs := fake.NewClientset(vwc("a.kubefledged.io", "b.kubefledged.io"))
 	k := newKeeper(g, cs, t.TempDir(), &clock{now: time.Now()})
 	k.cfg.Now = time.Now
+	configWatched := watching(cs, "validatingwebhookconfigurations")
 	done := make(chan error)
 	go func() { done <- k.Start(ctx) }()
 
@@ -239,6 +257,7 @@ func TestKeeperStartRepairsQuickly(t *testing.T) {
 		return true
 	}).WithTimeout(5 * time.Second).Should(BeTrue())
 
+	g.Eventually(configWatched).WithTimeout(5 * time.Second).Should(BeClosed())
 	v := getVWC(g, cs)
 	v.Webhooks[1].ClientConfig.CABundle = nil
 	_, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})

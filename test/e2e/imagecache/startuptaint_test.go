@@ -88,6 +88,9 @@ type order struct {
 	released map[string]mark            // node -> the change that removed the taint
 	created  map[string]time.Time       // node -> creationTimestamp
 	bound    map[string]bind            // pod -> the change that bound it
+	// past is closed, once, when more than pastN nodes have been released.
+	past  chan struct{}
+	pastN int
 }
 
 type mark struct {
@@ -168,6 +171,10 @@ func watchOrder(t *testing.T, ns, pool string) *order {
 			o.created[n.Name] = n.CreationTimestamp.Time
 			if _, seen := o.released[n.Name]; !seen && !caching.On(n) {
 				o.released[n.Name] = mark{rv: rvOf(n), seen: time.Now()}
+				if o.past != nil && len(o.released) > o.pastN {
+					close(o.past)
+					o.past = nil
+				}
 			}
 			o.mu.Unlock()
 		}
@@ -238,6 +245,21 @@ func (o *order) releasedCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.released)
+}
+
+// releasedPast is closed as soon as the watch sees more than n nodes
+// released: a test that must act between two releases acts on the event,
+// not on a poll that a fast controller outruns.
+func (o *order) releasedPast(n int) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := make(chan struct{})
+	if len(o.released) > n {
+		close(c)
+		return c
+	}
+	o.past, o.pastN = c, n
+	return c
 }
 
 func (o *order) boundCount() int {
@@ -494,8 +516,10 @@ func TestStartupTaintRestart(t *testing.T) {
 	pool := "hrst-" + rand.String(4)
 	images := []string{"nginx:1.27-" + pool, "redis:7.2-" + pool}
 	o := watchOrder(t, ns, pool)
-	// Few Jobs at a time, so that stopping mid-way finds nodes held.
-	slow := func(o *commands.ControllerOptions) { o.MaxJobs.Value = 2; o.MaxJobsPerNode.Value = 1 }
+	// One pull at a time, so that stopping mid-way finds nodes held: after
+	// the first release of the second batch, the next needs two more pulls,
+	// each a Job, a pod and the Job controller's syncs.
+	slow := func(o *commands.ControllerOptions) { o.MaxJobs.Value = 1; o.MaxJobsPerNode.Value = 1 }
 
 	// Down while the first nodes join.
 	stop := runController(t, withStartupTaint(5*time.Minute, "", slow))
@@ -510,18 +534,23 @@ func TestStartupTaintRestart(t *testing.T) {
 	g.Eventually(o.releasedCount).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Equal(3), "found again from the taint")
 
 	// Stopped mid-way.
-	second := heldNodes(pool+"-b", 4)
+	second := heldNodes(pool+"-b", 5)
 	for i := range second {
 		second[i].Labels = map[string]string{"pool": pool}
 	}
+	past := o.releasedPast(3)
 	addNodes(t, g, second...)
-	g.Eventually(o.releasedCount).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(BeNumerically(">", 3))
+	select {
+	case <-past:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no node of the second batch released within 2m")
+	}
 	stop()
 	releasedBefore := o.releasedCount()
 	t.Logf("startup taint: controller stopped with %d of %d new nodes released", releasedBefore-3, len(second))
-	g.Expect(releasedBefore).To(BeNumerically("<", 7), "stopped mid-way: some nodes still held")
+	g.Expect(releasedBefore).To(BeNumerically("<", 3+len(second)), "stopped mid-way: some nodes still held")
 	runController(t, withStartupTaint(5*time.Minute, ""))
-	g.Eventually(o.releasedCount).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Equal(7), "no node lost")
+	g.Eventually(o.releasedCount).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).Should(Equal(3+len(second)), "no node lost")
 
 	var names []string
 	for _, s := range append(first, second...) {
