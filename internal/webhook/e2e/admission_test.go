@@ -20,9 +20,10 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/webhook/certs"
+	"github.com/kubefledged/kube-fledged/internal/webhook/validation/validationtest"
 )
 
-const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const digest = validationtest.Digest
 
 // pair is two replicas sharing one Secret, both called by the apiserver for
 // every admission of the scenario (one webhook each in the configuration).
@@ -76,52 +77,18 @@ type badCase struct {
 	want   []string
 }
 
+// badCases are the refusals the rules' unit tests make too
+// (validationtest.Rejected), and those only the API server makes: the
+// schema's, the update rules' on a stored object, and the denial's framing.
 func badCases() []badCase {
 	set := func(list int, images ...string) func(*v1alpha2.ImageCache) {
 		return func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[list].Images = images }
 	}
-	return []badCase{
-		{name: "upper case", mutate: set(0, "NGINX"), want: []string{
-			`spec.cacheSpec[0].images[0]: Invalid value: "NGINX": not a valid image reference: invalid reference format: repository name (library/NGINX) must be lowercase; use [registry[:port]/]repository[:tag][@digest] in lower case, e.g. nginx:1.27, quay.io/org/app:v1 or app@sha256:<64 hex digits>`}},
-		{name: "empty tag", mutate: set(0, "nginx:"), want: []string{
-			`spec.cacheSpec[0].images[0]: Invalid value: "nginx:": not a valid image reference: invalid reference format; use [registry[:port]/]repository`}},
-		{name: "scheme", mutate: set(0, "https://nginx"), want: []string{
-			`spec.cacheSpec[0].images[0]: Invalid value: "https://nginx": not a valid image reference`}},
-		{name: "short digest", mutate: set(0, "busybox@sha256:abc"), want: []string{
-			`spec.cacheSpec[0].images[0]: Invalid value: "busybox@sha256:abc": not a valid image reference`}},
-		{name: "space", mutate: set(1, "redis:7 alpine"), want: []string{
-			`spec.cacheSpec[1].images[0]: Invalid value: "redis:7 alpine": not a valid image reference`}},
-		{name: "exact duplicate", mutate: set(0, "nginx:1.27", "busybox", "nginx:1.27"), want: []string{
-			`spec.cacheSpec[0].images[2]: Invalid value: "nginx:1.27": names the same image as spec.cacheSpec[0].images[0] ("nginx:1.27"), both docker.io/library/nginx:1.27: list each image once per list`}},
-		{name: "duplicate after normalisation", mutate: set(0, "nginx", "docker.io/library/nginx:latest"), want: []string{
-			`spec.cacheSpec[0].images[1]: Invalid value: "docker.io/library/nginx:latest": names the same image as spec.cacheSpec[0].images[0] ("nginx"), both docker.io/library/nginx:latest`}},
-		{name: "duplicate library path", mutate: set(1, "redis:7", "library/redis:7"), want: []string{
-			`spec.cacheSpec[1].images[1]: Invalid value: "library/redis:7": names the same image as spec.cacheSpec[1].images[0] ("redis:7")`}},
-		{name: "duplicate digest", mutate: set(0, "busybox:1@"+digest, "busybox@"+digest), want: []string{
-			`spec.cacheSpec[0].images[1]: Invalid value: "busybox@` + digest + `": names the same image as spec.cacheSpec[0].images[0]`}},
-		{name: "selector key with space", mutate: func(ic *v1alpha2.ImageCache) {
-			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"disk type": "ssd"}
-		}, want: []string{`spec.cacheSpec[1].nodeSelector: Invalid value: "disk type": not a valid label key: name part must consist of alphanumeric characters, '-', '_' or '.'`}},
-		{name: "selector key prefix", mutate: func(ic *v1alpha2.ImageCache) {
-			ic.Spec.CacheSpec[1].NodeSelector = map[string]string{"-example.com/zone": "a"}
-		}, want: []string{`spec.cacheSpec[1].nodeSelector: Invalid value: "-example.com/zone": not a valid label key: prefix part a lowercase RFC 1123 subdomain`}},
-		{name: "selector value with space", mutate: func(ic *v1alpha2.ImageCache) {
-			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{"zone": "eu west"}
-		}, want: []string{`spec.cacheSpec[0].nodeSelector[zone]: Invalid value: "eu west": not a valid label value: a valid label must be an empty string or consist of alphanumeric characters`}},
-		{name: "selector value too long", mutate: func(ic *v1alpha2.ImageCache) {
-			ic.Spec.CacheSpec[0].NodeSelector = map[string]string{"zone": strings.Repeat("z", 64)}
-		}, want: []string{`spec.cacheSpec[0].nodeSelector[zone]: Invalid value: "` + strings.Repeat("z", 64) + `": not a valid label value: must be no more than 63 bytes`}},
-		{name: "fromPods selector operator", mutate: func(ic *v1alpha2.ImageCache) {
-			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{
-				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals", Values: []string{"web"}}}}}
-		}, want: []string{`spec.cacheSpec[0].fromPods.podSelector.matchExpressions[0].operator: Invalid value: "Equals": not a valid selector operator; a label selector is`}},
-		{name: "pull secret upper case", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.ImagePullSecrets[0].Name = "RegCred" },
-			want: []string{`spec.imagePullSecrets[0].name: Invalid value: "RegCred": not a valid Secret name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters`}},
-		{name: "pull secret underscore", mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.ImagePullSecrets[0].Name = "reg_cred" },
-			want: []string{`spec.imagePullSecrets[0].name: Invalid value: "reg_cred": not a valid Secret name`}},
-		{name: "pull secret empty", mutate: func(ic *v1alpha2.ImageCache) {
-			ic.Spec.ImagePullSecrets = append(ic.Spec.ImagePullSecrets, corev1.LocalObjectReference{})
-		}, want: []string{`spec.imagePullSecrets[1].name: Invalid value: "": name a Secret of type kubernetes.io/dockerconfigjson in the ImageCache's namespace`}},
+	var cases []badCase
+	for _, c := range validationtest.Rejected() {
+		cases = append(cases, badCase{name: c.Name, mutate: c.Mutate, want: c.Want})
+	}
+	return append(cases, []badCase{
 		{name: "several errors at once", mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[0].Images = []string{"Bad", "nginx", "nginx:latest"}
 			ic.Spec.ImagePullSecrets[0].Name = "A"
@@ -158,7 +125,7 @@ func badCases() []badCase {
 		{name: "update: bad pull secret", update: true, mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "Not.Valid"}}
 		}, want: []string{`spec.imagePullSecrets[0].name: Invalid value: "Not.Valid": not a valid Secret name`}},
-	}
+	}...)
 }
 
 func TestBadImageCachesRejected(t *testing.T) {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
+	"github.com/kubefledged/kube-fledged/internal/webhook/validation/validationtest"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -232,18 +233,7 @@ func (e *env) waitServing(t *testing.T, ns string) {
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
-func goodCache(ns, name string) *v1alpha2.ImageCache {
-	return &v1alpha2.ImageCache{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha2.ImageCacheSpec{
-			CacheSpec: []v1alpha2.CacheSpecImages{
-				{Images: []string{"nginx:1.27", "quay.io/org/app:v1"}},
-				{Images: []string{"redis:7"}, NodeSelector: map[string]string{"kubernetes.io/arch": "arm64"}},
-			},
-			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
-		},
-	}
-}
+func goodCache(ns, name string) *v1alpha2.ImageCache { return validationtest.GoodCache(ns, name) }
 
 // tlsCert returns the DER of a PEM certificate, as a TLS peer presents it.
 func tlsCert(pemBytes []byte) ([]byte, error) {
