@@ -130,6 +130,16 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 		return nil, nil, err
 	}
 	p.Seconds = round(done.Sub(began).Seconds(), 2)
+	// The controller settles a node Job from its pod and may write the final
+	// status before the watch hears of that Job's deletion: the watch's
+	// counts are read once it has caught up, or, if a Job is left behind
+	// (which exactness then reports), a little later.
+	t0 := time.Now()
+	if open := jw.caughtUp(wctx, 30*time.Second); open > 0 {
+		e.t.Logf("%s: %d Jobs neither finished nor deleted %s after the final status", label, open, time.Since(done).Round(time.Second))
+	} else if waited := time.Since(t0); waited > time.Second {
+		e.t.Logf("%s: the Job watch caught up %s after the final status", label, waited.Round(100*time.Millisecond))
+	}
 	timeline(p, jw, began, done)
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)

@@ -172,6 +172,26 @@ func (w *jobWatch) waitFinished(ctx context.Context, n int) (time.Time, error) {
 	}
 }
 
+// caughtUp waits, for d at most, until no Job the watch has seen is
+// still open: each has finished or gone. It returns how many still are.
+func (w *jobWatch) caughtUp(ctx context.Context, d time.Duration) int {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		w.mu.Lock()
+		open := len(w.open)
+		w.mu.Unlock()
+		if open == 0 {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return open
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func (w *jobWatch) node(name string) nodeJobs { return copyOf(&w.mu, w.nodes, name) }
 
 // copyOf is a copy of what m holds under key, or the zero value, read under mu: what a
