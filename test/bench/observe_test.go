@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -175,21 +176,13 @@ func (w *jobWatch) waitFinished(ctx context.Context, n int) (time.Time, error) {
 // caughtUp waits, for d at most, until no Job the watch has seen is
 // still open: each has finished or gone. It returns how many still are.
 func (w *jobWatch) caughtUp(ctx context.Context, d time.Duration) int {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
+	open := func() int {
 		w.mu.Lock()
-		open := len(w.open)
-		w.mu.Unlock()
-		if open == 0 {
-			return 0
-		}
-		select {
-		case <-ctx.Done():
-			return open
-		case <-time.After(100 * time.Millisecond):
-		}
+		defer w.mu.Unlock()
+		return len(w.open)
 	}
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, d, true, func(context.Context) (bool, error) { return open() == 0, nil })
+	return open()
 }
 
 func (w *jobWatch) node(name string) nodeJobs { return copyOf(&w.mu, w.nodes, name) }
