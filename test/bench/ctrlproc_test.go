@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/hack/benchreport/report"
 	"github.com/kubefledged/kube-fledged/test/framework/proc"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 // controller is one run of the controller in a process of its own, so that
@@ -40,23 +40,14 @@ func openCaps(jobs, perNode int) caps {
 	return caps{Name: report.OpenCapsName, MaxJobs: jobs + 1, MaxJobsPerNode: perNode + 1, QPS: 5000, Burst: 10000}
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // startController starts the benchmark's build of the controller against
 // the proxy. extra flags come last and so win.
 func startController(binary, kubeconfig, logPath string, c caps, extra ...string) (*controller, error) {
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := sandbox.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	pprofAddr, err := freeAddr()
+	pprofAddr, err := sandbox.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	d := sandboxDurations(t)
 	deadline, refresh := d.deadline, d.refresh
 	ns := namespace(t)
-	addr := freeAddr(g)
+	addr := framework.FreeAddr(t)
 	ctx := context.Background()
 
 	// The controller's leader election Lease, held by another for 20s from

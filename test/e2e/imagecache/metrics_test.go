@@ -2,7 +2,6 @@ package imagecache_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -15,20 +14,13 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-func freeAddr(g Gomega) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestMetrics scrapes the controller's metrics endpoint around one operation
 // and checks the figures against what happened: 3 nodes x (2 good + 1 failing
 // image) = 9 pull Jobs, 6 succeeded, 3 expired.
 func TestMetrics(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	addr := freeAddr(g)
+	addr := framework.FreeAddr(t)
 	// No cap binds: a node's Job then pulls all three images.
 	runController(t, func(o *commands.ControllerOptions) { o.MetricsAddr = addr; o.MaxJobsPerNode.Value = 3 })
 	var before map[string]float64

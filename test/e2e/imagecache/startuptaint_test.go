@@ -389,7 +389,7 @@ func TestStartupTaint(t *testing.T) {
 	n := startupNodes(t)
 	pool := "held-" + rand.String(4)
 	images := []string{"nginx:1.27-" + pool, "redis:7.2-" + pool}
-	addr := freeAddr(g)
+	addr := framework.FreeAddr(t)
 	// The production deadline's order, not the suite's 8 s: a stock
 	// control plane takes longer than that to start the pods of a burst of
 	// Jobs, and a pull settled at its deadline as failed would release its
@@ -447,7 +447,7 @@ func TestStartupTaint(t *testing.T) {
 func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	addr := freeAddr(g)
+	addr := framework.FreeAddr(t)
 	bad := sandbox.FailPrefix + "held:1"
 	// A pull that never ends: a node Job settles bad at once.
 	slow := sandbox.HangPrefix + "held:1"

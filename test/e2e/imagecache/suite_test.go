@@ -7,7 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -84,12 +83,10 @@ func env(t *testing.T) {
 // configuration that calls the controller on 127.0.0.1, with the placeholder
 // CA bundle the chart ships: the controller's certificate keeper fills it.
 func installWebhook(ctx context.Context) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if webhookPort, err = sandbox.FreePort(); err != nil {
 		return err
 	}
-	webhookPort = l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}
 	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -139,12 +138,11 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 	// arguments that bind it and in the probes' view.
 	ports := map[string]int32{}
 	for _, p := range container.Ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := sandbox.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		free := int32(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
+		free := int32(port)
 		ports[p.Name] = free
 		for i, a := range args {
 			if strings.HasSuffix(a, fmt.Sprintf(":%d", p.ContainerPort)) {

@@ -3,10 +3,8 @@ package security
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -54,15 +52,6 @@ func (r *running) alive() error {
 	return nil
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startController runs the controller in-process with the flags the chart
 // renders and, as its ServiceAccount, the rights the chart grants: whatever
 // it needs and lacks fails here, as it would in a cluster. Only what cannot
@@ -87,9 +76,9 @@ func startController(t *testing.T, w *world) *running {
 	if err := cli.Parse(fs, args[1:]); err != nil {
 		t.Fatalf("the chart's controller args do not parse: %v", err)
 	}
-	probe := "127.0.0.1:" + strconv.Itoa(freePort())
+	probe := framework.FreeAddr(t)
 	o.MetricsAddr, o.ProbeAddr = "0", probe
-	o.Webhook.Port = freePort()
+	o.Webhook.Port = framework.FreePort(t)
 	o.Webhook.CertDir = filepath.Join(sandbox.Get().Dir(), "webhook-certs")
 	o.Webhook.Namespace = releaseNS
 	o.Webhook.ExtraHosts = []string{"127.0.0.1"}
@@ -149,7 +138,7 @@ func startController(t *testing.T, w *world) *running {
 func startOperator(t *testing.T, w *world) *running {
 	t.Helper()
 	setLogger(t)
-	probe := "127.0.0.1:" + strconv.Itoa(freePort())
+	probe := framework.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{probe: "http://" + probe, done: make(chan error, 1)}
 	go func() {

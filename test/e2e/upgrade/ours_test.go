@@ -3,7 +3,6 @@ package upgrade_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,10 +47,9 @@ func runOurs(t *testing.T, g Gomega, c client.Client, d *appsv1.Deployment) {
 	g.Expect(o.Webhook.Enable).To(BeTrue(), "the chart turned our webhook off")
 	g.Expect(o.Webhook.Validate()).To(Succeed())
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var err error
+	o.Webhook.Port, err = sandbox.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	o.Webhook.Port = l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	o.Webhook.CertDir = t.TempDir()
 	o.Webhook.ExtraHosts = []string{"127.0.0.1"}
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
