@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"reflect"
@@ -161,5 +162,23 @@ func TestOperatorNewKeyAtDefaultWins(t *testing.T) {
 	d := r.Find("Deployment", "")
 	if len(d) != 1 || !strings.Contains(d[0].Content, "--job-retention-policy=delete") {
 		t.Errorf("the operator did not keep the new key's value:\n%v", d)
+	}
+}
+
+// The defaults in aliases.yaml must be the chart's defaults, or a legacy key
+// would override a value the user never touched (or never apply).
+func TestAliasDefaultsMatchValues(t *testing.T) {
+	c := loadChart(t)
+	for _, a := range chartAliases(t) {
+		got, ok := lookupPath(c.Values, strings.Split(a.Key, "."))
+		if !ok {
+			t.Errorf("%s: new key %s not in values.yaml", a.Legacy, a.Key)
+			continue
+		}
+		gj, _ := yaml.Marshal(got)
+		wj, _ := yaml.Marshal(a.Default)
+		if !bytes.Equal(gj, wj) {
+			t.Errorf("%s -> %s: alias default %s, values.yaml %s", a.Legacy, a.Key, wj, gj)
+		}
 	}
 }

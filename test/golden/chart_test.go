@@ -1,7 +1,6 @@
 package golden
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -636,56 +635,4 @@ func TestLint(t *testing.T) {
 			}
 		})
 	}
-}
-
-// The defaults in aliases.yaml must be the chart's defaults, or a legacy key
-// would override a value the user never touched (or never apply).
-func TestAliasDefaultsMatchValues(t *testing.T) {
-	c := loadChart(t)
-	var raw []byte
-	for _, f := range c.Files {
-		if f.Name == "aliases.yaml" {
-			raw = f.Data
-		}
-	}
-	if raw == nil {
-		t.Fatal("aliases.yaml is not in the chart")
-	}
-	var aliases []struct {
-		Legacy  string      `json:"legacy"`
-		Key     string      `json:"key"`
-		Default interface{} `json:"default"`
-	}
-	if err := yaml.UnmarshalStrict(raw, &aliases); err != nil {
-		// Unknown fields (lower, map, ignore) are fine; parse loosely.
-		if err := yaml.Unmarshal(raw, &aliases); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, a := range aliases {
-		got, ok := lookup(c.Values, a.Key)
-		if !ok {
-			t.Errorf("%s: new key %s not in values.yaml", a.Legacy, a.Key)
-			continue
-		}
-		gj, _ := yaml.Marshal(got)
-		wj, _ := yaml.Marshal(a.Default)
-		if !bytes.Equal(gj, wj) {
-			t.Errorf("%s -> %s: alias default %s, values.yaml %s", a.Legacy, a.Key, wj, gj)
-		}
-	}
-}
-
-func lookup(m map[string]interface{}, path string) (interface{}, bool) {
-	var cur interface{} = m
-	for _, p := range strings.Split(path, ".") {
-		mm, ok := cur.(map[string]interface{})
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = mm[p]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
 }
