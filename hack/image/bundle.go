@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -85,24 +84,10 @@ func readBundle(dir string) (*bundleDir, error) {
 // walkDir lists the regular files under dir as layer entries under at.
 func walkDir(dir, at string) ([]entry, error) {
 	var out []entry
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", p)
-		}
+	err := regularFiles(dir, func(p string, mode int64) error {
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
-		}
-		mode := int64(0o644)
-		if info.Mode()&0o111 != 0 {
-			mode = 0o755
 		}
 		out = append(out, entry{name: path.Join(at, filepath.ToSlash(rel)), mode: mode, src: p})
 		return nil

@@ -22,7 +22,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/yaml"
@@ -187,27 +186,15 @@ func buildCatalog(ctx context.Context, o catalogOptions) (string, error) {
 // OCI layout: its name, its labels (the bundle's annotations: package and
 // channels), and its CSV (name, version, the upgrade edges and the icon).
 func readBundleLayout(dir string, p platform) (*catalogBundle, error) {
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: bundle %s: %w (run `image bundle` first)", dir, err)
+	var (
+		b   catalogBundle
+		err error
+	)
+	if b.layout, b.ref, err = layoutIndex(dir, "image bundle"); err != nil {
+		return nil, fmt.Errorf("catalog: bundle %w", err)
 	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		return nil, err
-	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsIndex() {
-		return nil, fmt.Errorf("catalog: bundle %s: want one image index in index.json, as `image bundle` writes", dir)
-	}
-	b := &catalogBundle{ref: m.Manifests[0].Annotations[containerdName]}
 	if b.ref == "" {
 		return nil, fmt.Errorf("catalog: bundle %s: index.json names no image (%s); build it with -ref", dir, containerdName)
-	}
-	if b.layout, err = top.ImageIndex(m.Manifests[0].Digest); err != nil {
-		return nil, err
 	}
 	img, err := platformImage(b.layout, p)
 	if err != nil {
@@ -231,7 +218,7 @@ func readBundleLayout(dir string, p platform) (*catalogBundle, error) {
 	if b.csv.Metadata.Name == "" || b.csv.Spec.Version == "" {
 		return nil, fmt.Errorf("catalog: bundle %s: the CSV has no name or version", dir)
 	}
-	return b, nil
+	return &b, nil
 }
 
 func platformImage(idx v1.ImageIndex, p platform) (v1.Image, error) {

@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -118,4 +120,29 @@ func writeEntry(tw *tar.Writer, e entry, epoch time.Time) error {
 	}
 	_, err = io.Copy(tw, in)
 	return err
+}
+
+// regularFiles calls fn with each file under root and the mode a layer gives
+// it: 0755 when anyone may run it, else 0644, so that an image does not carry
+// the umask of the machine that built it. Anything under root that is neither
+// a directory nor a regular file is an error: a layer would copy a symlink or
+// a device differently from the Dockerfile's COPY.
+func regularFiles(root string, fn func(p string, mode int64) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		mode := int64(0o644)
+		if info.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		return fn(p, mode)
+	})
 }

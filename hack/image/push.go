@@ -19,7 +19,7 @@ import (
 // (~/.docker/config.json, or $DOCKER_CONFIG) as `docker login`, `crane auth
 // login` or a CI's login step leave them.
 func push(ctx context.Context, dir, ref string, insecure bool) (string, error) {
-	index, err := layoutIndex(dir)
+	index, _, err := layoutIndex(dir, "make image")
 	if err != nil {
 		return "", err
 	}
@@ -48,24 +48,28 @@ func push(ctx context.Context, dir, ref string, insecure bool) (string, error) {
 	return r.Context().Name() + "@" + want.String(), nil
 }
 
-// layoutIndex is the one image index the layout's index.json names.
-func layoutIndex(dir string) (v1.ImageIndex, error) {
+// layoutIndex is the one image index the layout's index.json names, and the
+// image name index.json gives it (empty when it gives none). madeBy is the
+// command that writes such a layout, for the error a missing or foreign one
+// gets.
+func layoutIndex(dir, madeBy string) (v1.ImageIndex, string, error) {
 	lp, err := layout.FromPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w (run `make image` first)", dir, err)
+		return nil, "", fmt.Errorf("%s: %w (run `%s` first)", dir, err, madeBy)
 	}
 	top, err := lp.ImageIndex()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	m, err := top.IndexManifest()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsIndex() {
-		return nil, fmt.Errorf("%s: want one image index in index.json, as `image build` writes", dir)
+		return nil, "", fmt.Errorf("%s: want one image index in index.json, as `%s` writes", dir, madeBy)
 	}
-	return top.ImageIndex(m.Manifests[0].Digest)
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	return idx, m.Manifests[0].Annotations[containerdName], err
 }
 
 // parseRef allows plain HTTP when asked to, and always for a registry on

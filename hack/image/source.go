@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,21 +155,7 @@ func gitFiles() ([]sourceFile, error) {
 func walkFiles() ([]sourceFile, error) {
 	var files []sourceFile
 	for _, root := range copied {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			if !info.Mode().IsRegular() {
-				return fmt.Errorf("%s: not a regular file", p)
-			}
-			mode := int64(0o644)
-			if info.Mode()&0o111 != 0 {
-				mode = 0o755
-			}
+		err := regularFiles(root, func(p string, mode int64) error {
 			files = append(files, sourceFile{path: filepath.ToSlash(p), mode: mode})
 			return nil
 		})
