@@ -108,69 +108,63 @@ func singleIndex(p platform, img v1.Image) v1.ImageIndex {
 }
 
 func buildOPMImage(out, ref, opm, probe string) (string, error) {
-	var src source
-	if _, err := src.readRevision(); err != nil {
-		return "", err
-	}
 	p, err := samePlatform(opm, probe)
 	if err != nil {
 		return "", err
 	}
-	work, err := workDirBeside(out)
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(work)
-	l, err := opmLayer(work, src.epoch, opm, probe)
-	if err != nil {
-		return "", err
-	}
-	img, err := configured(p, src.epoch, opmConfig(nil))
-	if err != nil {
-		return "", err
-	}
-	img, err = mutate.Append(img, mutate.Addendum{Layer: l, History: history(src.epoch, "COPY opm grpc_health_probe /bin/")})
-	if err != nil {
-		return "", err
-	}
-	return finish(work, out, singleIndex(p, img), ref, src, "opm image")
+	return oneLayerImage(out, ref, "opm image", p, opmConfig(nil), "COPY opm grpc_health_probe /bin/",
+		func(work string, epoch time.Time) (v1.Layer, error) {
+			return opmLayer(work, epoch, opm, probe)
+		})
 }
 
 func buildUtilImage(ctx context.Context, out, ref, cpb string) (string, error) {
-	var src source
-	if _, err := src.readRevision(); err != nil {
-		return "", err
-	}
 	p, err := binaryPlatform(cpb)
 	if err != nil {
 		return "", err
 	}
+	return oneLayerImage(out, ref, "util image", p, v1.Config{User: olmUser, Env: []string{pathVariable}}, "COPY cp cpb /bin/",
+		func(work string, epoch time.Time) (v1.Layer, error) {
+			cp := filepath.Join(work, "cp")
+			if err := goBuild(ctx, p, cpPackage, "-s -w", cp); err != nil {
+				return nil, err
+			}
+			return layer(filepath.Join(work, "util.tar"), epoch,
+				entry{name: cpPath, mode: 0o755, src: cp},
+				entry{name: cpbPath, mode: 0o755, src: cpb},
+				entry{name: "/tmp", dir: true, mode: 0o1777},
+			)
+		})
+}
+
+// oneLayerImage writes to out the image of platform p that a Dockerfile of
+// FROM scratch and one COPY (named by copied, for the image's history) would
+// build: config c and the layer that content makes in a scratch directory
+// beside out, stamped with the source's revision and time.
+func oneLayerImage(out, ref, what string, p platform, c v1.Config, copied string,
+	content func(work string, epoch time.Time) (v1.Layer, error)) (string, error) {
+	var src source
+	if _, err := src.readRevision(); err != nil {
+		return "", err
+	}
 	work, err := workDirBeside(out)
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	cp := filepath.Join(work, "cp")
-	if err := goBuild(ctx, p, cpPackage, "-s -w", cp); err != nil {
-		return "", err
-	}
-	l, err := layer(filepath.Join(work, "util.tar"), src.epoch,
-		entry{name: cpPath, mode: 0o755, src: cp},
-		entry{name: cpbPath, mode: 0o755, src: cpb},
-		entry{name: "/tmp", dir: true, mode: 0o1777},
-	)
+	l, err := content(work, src.epoch)
 	if err != nil {
 		return "", err
 	}
-	img, err := configured(p, src.epoch, v1.Config{User: olmUser, Env: []string{pathVariable}})
+	img, err := configured(p, src.epoch, c)
 	if err != nil {
 		return "", err
 	}
-	img, err = mutate.Append(img, mutate.Addendum{Layer: l, History: history(src.epoch, "COPY cp cpb /bin/")})
+	img, err = mutate.Append(img, mutate.Addendum{Layer: l, History: history(src.epoch, copied)})
 	if err != nil {
 		return "", err
 	}
-	return finish(work, out, singleIndex(p, img), ref, src, "util image")
+	return finish(work, out, singleIndex(p, img), ref, src, what)
 }
 
 func opmCommand(_ context.Context, args []string) error {
