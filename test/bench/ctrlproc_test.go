@@ -43,14 +43,11 @@ func openCaps(jobs, perNode int) caps {
 // startController starts the benchmark's build of the controller against
 // the proxy. extra flags come last and so win.
 func startController(binary, kubeconfig, logPath string, c caps, extra ...string) (*controller, error) {
-	metricsAddr, err := sandbox.FreeAddr()
+	ports, err := sandbox.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	pprofAddr, err := sandbox.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	metricsAddr, pprofAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	args := []string{"controller",
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",

@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"net"
+	"strconv"
 	"testing"
 
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -20,9 +22,5 @@ func FreePort(t testing.TB) int {
 // FreeAddr is FreePort in the host:port form the bind-address flags take.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	addr, err := sandbox.FreeAddr()
-	if err != nil {
-		t.Fatalf("no free loopback port: %v", err)
-	}
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -111,15 +110,6 @@ func FreePort() (int, error) {
 		return 0, err
 	}
 	return ports[0], nil
-}
-
-// FreeAddr is FreePort as a loopback address, the form the bind-address flags take.
-func FreeAddr() (string, error) {
-	port, err := FreePort()
-	if err != nil {
-		return "", err
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // errRetry marks a readiness failure caused by a port collision.
