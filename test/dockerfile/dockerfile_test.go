@@ -28,7 +28,7 @@ import (
 	"github.com/kubefledged/kube-fledged/test/framework/files"
 )
 
-var repo = filepath.Join("..", "..")
+var repoDir = filepath.Join("..", "..")
 
 type instruction struct {
 	line int
@@ -174,7 +174,7 @@ func play(t *testing.T, dockerfile string, platformArgs map[string]string) *imag
 				}
 				var abs string
 				if from == "" {
-					abs = filepath.Join(repo, filepath.FromSlash(src))
+					abs = filepath.Join(repoDir, filepath.FromSlash(src))
 					img.copied = append(img.copied, src)
 				} else {
 					st := byName[from]
@@ -247,7 +247,7 @@ func run(t *testing.T, where string, st *stage, command string) {
 
 func makeVersion(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "Makefile"))
+	raw, err := os.ReadFile(filepath.Join(repoDir, "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ var subcommands = []string{"operator", "controller", "copy-self", "cri-rmi", "ex
 
 func TestDockerfile(t *testing.T) {
 	requireGo(t)
-	img := play(t, filepath.Join(repo, "Dockerfile"), map[string]string{
+	img := play(t, filepath.Join(repoDir, "Dockerfile"), map[string]string{
 		"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH,
 	})
 	last := img.last
@@ -283,7 +283,7 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 		// go.mod's go directive needs at least that Go.
-		mod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+		mod, err := os.ReadFile(filepath.Join(repoDir, "go.mod"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +334,7 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 		// The operator Deployment of the bundle starts one of them.
-		raw, err := os.ReadFile(filepath.Join(repo, "bundle", "manifests", "kube-fledged.clusterserviceversion.yaml"))
+		raw, err := os.ReadFile(filepath.Join(repoDir, "bundle", "manifests", "kube-fledged.clusterserviceversion.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}

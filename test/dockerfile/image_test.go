@@ -9,6 +9,7 @@ package dockerfile_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"debug/buildinfo"
 	"debug/elf"
 	"errors"
@@ -40,6 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // testRef names the image in the layouts the tests build.
@@ -91,7 +93,7 @@ func requireGo(t *testing.T) {
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(repo)
+	root, err := filepath.Abs(repoDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,17 +104,12 @@ func repoRoot(t *testing.T) string {
 func imageTool(t *testing.T) string {
 	t.Helper()
 	requireGo(t)
-	root := repoRoot(t)
 	shared.once.Do(func() {
 		if shared.dir, shared.err = os.MkdirTemp("", "kubefledged-image-test-"); shared.err != nil {
 			return
 		}
 		shared.tool = filepath.Join(shared.dir, "image")
-		cmd := exec.Command("go", "build", "-o", shared.tool, "./hack/image")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			shared.err = fmt.Errorf("go build ./hack/image: %v\n%s", err, out)
-		}
+		shared.err = repo.Build(context.Background(), "./hack/image", shared.tool)
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -364,7 +361,7 @@ func TestImageLayout(t *testing.T) {
 // wantLabels are the OCI labels every image and the index carry.
 func wantLabels(t *testing.T) map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "helm-charts", "kubefledged", "Chart.yaml"))
+	raw, err := os.ReadFile(filepath.Join(repoDir, "helm-charts", "kubefledged", "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +373,7 @@ func wantLabels(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	// No LICENSE file; the source headers name the licence.
-	boilerplate, err := os.ReadFile(filepath.Join(repo, "hack", "boilerplate.go.txt"))
+	boilerplate, err := os.ReadFile(filepath.Join(repoDir, "hack", "boilerplate.go.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func runImageTool(t *testing.T, args ...string) string {
 func dockerfileBundle(t *testing.T) (labels map[string]string, copies map[string]string) {
 	t.Helper()
 	labels, copies = map[string]string{}, map[string]string{}
-	for _, in := range parse(t, filepath.Join(repo, "bundle.Dockerfile")) {
+	for _, in := range parse(t, filepath.Join(repoDir, "bundle.Dockerfile")) {
 		switch in.cmd {
 		case "FROM":
 			if in.args != "scratch" {
@@ -91,7 +91,7 @@ func TestBundleImage(t *testing.T) {
 	// Every file each COPY brings, with its bytes, by its path in the image.
 	want := map[string][]byte{}
 	for dst, src := range copies {
-		root := filepath.Join(repo, filepath.FromSlash(src))
+		root := filepath.Join(repoDir, filepath.FromSlash(src))
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -202,7 +202,7 @@ func TestCatalogImage(t *testing.T) {
 
 	// A second version that replaces the first: the channel carries the edge.
 	src2 := filepath.Join(dir, "src-2")
-	if _, err := olmbundle.Derive(filepath.Join(repo, "bundle"), src2, olmbundle.Options{Version: "0.11.1", Replaces: "kube-fledged.v0.11.0"}); err != nil {
+	if _, err := olmbundle.Derive(filepath.Join(repoDir, "bundle"), src2, olmbundle.Options{Version: "0.11.1", Replaces: "kube-fledged.v0.11.0"}); err != nil {
 		t.Fatal(err)
 	}
 	bundle2 := filepath.Join(dir, "bundle-2")

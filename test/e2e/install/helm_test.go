@@ -166,13 +166,13 @@ func admitEverything(t *testing.T, name string) (restore func()) {
 // what is installed is what the push made, and it must be this tree's chart.
 func pushedChart(t *testing.T) *chart.Chart {
 	t.Helper()
-	local, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
+	local, err := loader.Load(filepath.Join(repoDir, "helm-charts", "kubefledged"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
 	cmd := exec.Command("make", "-s", "chart-push", "CHART_REPO=oci://"+node.Registry()+"/charts", "CHART_OUT="+t.TempDir())
-	cmd.Dir = repo
+	cmd.Dir = repoDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make chart-push: %v\n%s", err, out)

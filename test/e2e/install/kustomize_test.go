@@ -90,7 +90,7 @@ func TestKustomize(t *testing.T) {
 func makeTarget(t *testing.T, dir, target string) {
 	t.Helper()
 	cmd := exec.Command("make", "-s", target, "IMG="+ourImage, "OLM_SCRATCH="+dir, "DEPLOY_TIMEOUT=300s")
-	cmd.Dir = repo
+	cmd.Dir = repoDir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+sb.KubeconfigPath())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make %s: %v\n%s", target, err, out)

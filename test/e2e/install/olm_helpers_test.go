@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
 )
@@ -54,10 +55,7 @@ type olmBins struct {
 
 func binDir(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("KUBEFLEDGED_BIN_DIR"); d != "" {
-		return d
-	}
-	d, err := filepath.Abs(filepath.Join(repo, "bin"))
+	d, err := repo.BinDir("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +94,7 @@ func needOLM(t *testing.T) olmBins {
 // wrapper module pins (downloaded if it is not there yet).
 func olmModuleDir(ctx context.Context) (dir, version string, err error) {
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", olmModule)
-	cmd.Dir = filepath.Join(repo, olmToolsModule)
+	cmd.Dir = filepath.Join(repoDir, olmToolsModule)
 	out, err := cmd.Output()
 	var m struct{ Dir, Version, Error string }
 	if jerr := json.Unmarshal(out, &m); jerr != nil || m.Error != "" || err != nil {
@@ -142,17 +140,12 @@ type imageTool struct {
 }
 
 func buildImageTool(ctx context.Context, dir string) (*imageTool, error) {
-	root, err := filepath.Abs(repo)
+	root, err := filepath.Abs(repoDir)
 	if err != nil {
 		return nil, err
 	}
 	it := &imageTool{path: filepath.Join(dir, "image"), root: root, dir: dir}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", it.path, "./hack/image")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./hack/image: %v\n%s", err, out)
-	}
-	return it, nil
+	return it, repo.Build(ctx, "./hack/image", it.path)
 }
 
 // build runs `image <kind> -out <layout> -ref <ref> args...` and pushes the

@@ -113,10 +113,6 @@ func TestOLM(t *testing.T) {
 	cordonOthers(t, r.c)
 
 	r.stage("images: opm, util, two bundles, two catalogs; our next tag", func() error {
-		it, err := buildImageTool(ctx, t.TempDir())
-		if err != nil {
-			return err
-		}
 		// Our image, which TestMain built and pushed under the chart's name,
 		// under the next version's tag too: the upgrade is then a new image
 		// reference, as a release is.
@@ -131,33 +127,33 @@ func TestOLM(t *testing.T) {
 		if err := node.PushIndexAs(ctx, operator2Ref, idx); err != nil {
 			return err
 		}
-		if _, err := it.build(ctx, "opm", opmRef, "-opm", bins.opm, "-probe", bins.probe); err != nil {
+		if _, err := images.build(ctx, "opm", opmRef, "-opm", bins.opm, "-probe", bins.probe); err != nil {
 			return err
 		}
-		if _, err := it.build(ctx, "util", utilRef, "-cpb", bins.cpb); err != nil {
+		if _, err := images.build(ctx, "util", utilRef, "-cpb", bins.cpb); err != nil {
 			return err
 		}
 		// The checked-in bundle as `make bundle-image` builds it, and a
 		// second version that replaces it and runs the next tag.
-		b1, err := it.build(ctx, "bundle", bundle1Ref, "-dir", "bundle")
+		b1, err := images.build(ctx, "bundle", bundle1Ref, "-dir", "bundle")
 		if err != nil {
 			return err
 		}
 		src2 := filepath.Join(t.TempDir(), "bundle-v0.11.1")
-		if _, err := olmbundle.Derive(filepath.Join(repo, "bundle"), src2, olmbundle.Options{
+		if _, err := olmbundle.Derive(filepath.Join(repoDir, "bundle"), src2, olmbundle.Options{
 			Version: "0.11.1", Replaces: csvV1, Images: map[string]string{ourImage: operator2Ref},
 		}); err != nil {
 			return err
 		}
-		b2, err := it.build(ctx, "bundle", bundle2Ref, "-dir", src2)
+		b2, err := images.build(ctx, "bundle", bundle2Ref, "-dir", src2)
 		if err != nil {
 			return err
 		}
 		catalog := []string{"-opm", bins.opm, "-probe", bins.probe, "-bundle", b1}
-		if _, err := it.build(ctx, "catalog", catalog1Ref, catalog...); err != nil {
+		if _, err := images.build(ctx, "catalog", catalog1Ref, catalog...); err != nil {
 			return err
 		}
-		_, err = it.build(ctx, "catalog", catalog2Ref, append(catalog, "-bundle", b2)...)
+		_, err = images.build(ctx, "catalog", catalog2Ref, append(catalog, "-bundle", b2)...)
 		return err
 	})
 

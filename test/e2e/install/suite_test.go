@@ -15,10 +15,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,11 +34,14 @@ import (
 )
 
 var (
-	sb   *sandbox.Sandbox
-	node *realnode.Node
-	k8s  client.WithWatch
-	kube kubernetes.Interface
-	repo = filepath.Join("..", "..", "..")
+	sb      *sandbox.Sandbox
+	node    *realnode.Node
+	k8s     client.WithWatch
+	kube    kubernetes.Interface
+	repoDir = filepath.Join("..", "..", "..")
+	// images is hack/image, built once by TestMain: our image and every OLM image are
+	// made by the program `make image` and its siblings run.
+	images *imageTool
 
 	// ourImage is the chart's default image, which the test pushed to the node's registry
 	// under that very name, built from this tree.
@@ -76,6 +77,9 @@ func TestMain(m *testing.M) {
 			if ourImage, err = chartImage(); err != nil {
 				return err
 			}
+			if images, err = buildImageTool(ctx, dir); err != nil {
+				return err
+			}
 			return buildImage(ctx, filepath.Join(dir, "oci"))
 		},
 		Setup: func(ctx context.Context, c *framework.RealNodeCluster, dir string) error {
@@ -94,7 +98,7 @@ func TestMain(m *testing.M) {
 // image.repository at its appVersion. The controller's own default helper image must be
 // the same, or the Jobs of a default install would pull something else.
 func chartImage() (string, error) {
-	chrt, err := loader.Load(filepath.Join(repo, "helm-charts", "kubefledged"))
+	chrt, err := loader.Load(filepath.Join(repoDir, "helm-charts", "kubefledged"))
 	if err != nil {
 		return "", err
 	}
@@ -112,12 +116,8 @@ func chartImage() (string, error) {
 func buildImage(ctx context.Context, out string) error {
 	tag, _ := name.NewTag(ourImage)
 	t0 := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "build", "-out", out, "-version", tag.TagStr(), "-ref", ourImage)
-	cmd.Dir = repo
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if _, err := cmd.Output(); err != nil {
-		return fmt.Errorf("hack/image build: %v\n%s", err, stderr.String())
+	if err := images.run(ctx, "build", "-out", out, "-version", tag.TagStr(), "-ref", ourImage); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "e2e/install: image built (linux/amd64, linux/arm64) in %s\n", time.Since(t0).Round(time.Millisecond))
 	return nil
