@@ -6,12 +6,19 @@ package main
 import (
 	"archive/tar"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 )
 
 // A layer depends on its entries alone: not on their order, nor on the
@@ -109,6 +116,88 @@ func TestParsePlatforms(t *testing.T) {
 	for _, bad := range []string{"linux/arm/v7", "darwin/arm64", "linux/", "linux/amd64,linux/amd64", ""} {
 		if _, err := parsePlatforms(bad); err == nil {
 			t.Errorf("parsePlatforms(%q) accepted it", bad)
+		}
+	}
+}
+
+// A layer's modes come from whether a file may be run, never from the
+// builder's umask; what COPY would copy differently is refused.
+func TestRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"run.sh": 0o700, "sub/data.yaml": 0o600} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]string{}
+	err := regularFiles(dir, func(p string, mode int64) error {
+		rel, _ := filepath.Rel(dir, p)
+		got[filepath.ToSlash(rel)] = fmt.Sprintf("%#o", mode)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"run.sh": "0755", "sub/data.yaml": "0644"}
+	if !maps.Equal(got, want) {
+		t.Errorf("modes %v, want %v", got, want)
+	}
+
+	if err := os.Symlink("run.sh", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	err = regularFiles(dir, func(string, int64) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "link: not a regular file") {
+		t.Errorf("a symlink: %v, want it refused", err)
+	}
+}
+
+// layoutIndex takes the one image index of a layout and its name, and says
+// which command writes the layout it expected when it finds another.
+func TestLayoutIndex(t *testing.T) {
+	idx, err := random.Index(64, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := filepath.Join(t.TempDir(), "named")
+	p, err := layout.Write(named, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{containerdName: "example.test/bundle:v1"})); err != nil {
+		t.Fatal(err)
+	}
+	got, ref, err := layoutIndex(named, "image bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd, _ := got.Digest()
+	wd, _ := idx.Digest()
+	if gd != wd || ref != "example.test/bundle:v1" {
+		t.Errorf("got %s named %q, want %s named example.test/bundle:v1", gd, ref, wd)
+	}
+
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := filepath.Join(t.TempDir(), "flat")
+	if p, err = layout.Write(flat, empty.Index); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{
+		filepath.Join(t.TempDir(), "none"): "(run `image bundle` first)",
+		flat:                               "want one image index in index.json, as `image bundle` writes",
+	} {
+		if _, _, err := layoutIndex(dir, "image bundle"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", filepath.Base(dir), err, want)
 		}
 	}
 }
