@@ -27,6 +27,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
@@ -250,11 +251,14 @@ func (r *Reconciler) forget(k types.NamespacedName) {
 	r.limiter.Forget(k)
 }
 
+// releaseAll gives back the slots an ending or forgotten operation still
+// holds; the gauge follows, or it would show Jobs in flight that are gone.
 func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
 	for name, node := range op.holding {
 		delete(op.holding, name)
 		r.limiter.Release(k, node)
 	}
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 }
 
 // adopt takes over a cache the original left finished when no operation is
