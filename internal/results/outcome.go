@@ -5,6 +5,7 @@ package results
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -176,27 +177,42 @@ func warnings(events []corev1.Event) []string {
 	return out
 }
 
-// joinMessages puts the main message first and adds event messages it does
-// not already contain, so the registry's error appears once.
+// joinMessages puts the main message first and adds the event messages that
+// say something new, so that the registry's error appears once: an event
+// that repeats a part with more around it (the kubelet's "Failed to pull
+// image X: " before the runtime's error, which is also the waiting message)
+// takes that part's place, and the kubelet's bare "Error: ErrImagePull",
+// which names only the state the failure's reason gives, is left out.
 func joinMessages(main string, more []string) string {
 	parts := []string{}
 	if main != "" {
 		parts = append(parts, main)
 	}
 	for _, m := range more {
-		dup := false
-		for _, p := range parts {
+		if bareState.MatchString(m) {
+			continue
+		}
+		known := false
+		for i, p := range parts {
 			if strings.Contains(p, m) {
-				dup = true
+				known = true
+				break
+			}
+			if strings.Contains(m, p) {
+				parts[i], known = m, true
 				break
 			}
 		}
-		if !dup {
+		if !known {
 			parts = append(parts, m)
 		}
 	}
 	return truncate(strings.Join(parts, ": "), MaxMessage)
 }
+
+// bareState is a kubelet event that names a container's waiting reason and
+// nothing else.
+var bareState = regexp.MustCompile(`^Error: [A-Za-z]+$`)
 
 // MaxMessage bounds one failure message: a registry can answer with a whole
 // HTML page, and status objects must stay small.

@@ -3,6 +3,7 @@ package realnode_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,8 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 	g.Expect(f.Reason).To(BeElementOf("ImagePullBackOff", "ErrImagePull"))
 	g.Expect(f.Message).To(ContainSubstring(bad))
 	g.Expect(f.Message).To(ContainSubstring("not found"), "containerd's message for a 404")
+	g.Expect(strings.Count(f.Message, "failed to pull and unpack image")).To(Equal(1), "containerd's message once, though the kubelet's events repeat it")
+	g.Expect(f.Message).NotTo(ContainSubstring("Error: ErrImagePull"), "the kubelet's bare state events add nothing")
 	ran := c.Status.CompletionTime.Sub(c.Status.StartTime.Time)
 	t.Logf("failure after %s: %s: %s", ran, f.Reason, f.Message)
 	if gr == jobs.PerNode {
