@@ -139,14 +139,26 @@ func TestStatusTooLarge(t *testing.T) {
 			Reason:     ptr.To(metav1.StatusReasonRequestEntityTooLarge),
 			Message:    "the status is too large (an e2e policy standing for etcd's limit)",
 		})
-	runController(t, nil) // deadline 8s
+	runController(t, nil) // deadline 8s; it serves the webhook
+	// The API server loads a new policy a moment after it is created: it is
+	// in force, for a status of 5 failures, before the controller writes one.
+	ctx := context.Background()
+	probe := newCache(ns, "probe", list("busybox:1.36"))
+	g.Expect(k8s.Create(ctx, probe)).To(Succeed())
+	unpatched := probe.DeepCopy()
+	probe.Status = v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusFailed, Reason: "Probe", Message: "probe",
+		Failures: map[string]v1alpha2.NodeReasonMessageList{"probe": make(v1alpha2.NodeReasonMessageList, 5)}}
+	g.Eventually(func() error {
+		return k8s.Status().Patch(ctx, probe, client.MergeFrom(unpatched), client.DryRunAll)
+	}).WithTimeout(30 * time.Second).Should(Satisfy(apierrors.IsRequestEntityTooLargeError))
+	g.Expect(k8s.Delete(ctx, probe)).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "many-failures"}
 	var bad []string
 	for i := range 3 {
 		bad = append(bad, fmt.Sprintf("%smissing-%d:1", sandbox.FailPrefix, i))
 	}
 	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, list(bad...)))).To(Succeed())
+	g.Expect(k8s.Create(ctx, newCache(ns, key.Name, list(bad...)))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	kept := 0
