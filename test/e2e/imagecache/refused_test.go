@@ -2,6 +2,7 @@ package imagecache_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -145,11 +147,14 @@ func TestStatusTooLarge(t *testing.T) {
 	ctx := context.Background()
 	probe := newCache(ns, "probe", list("busybox:1.36"))
 	g.Expect(k8s.Create(ctx, probe)).To(Succeed())
-	unpatched := probe.DeepCopy()
-	probe.Status = v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusFailed, Reason: "Probe", Message: "probe",
-		Failures: map[string]v1alpha2.NodeReasonMessageList{"probe": make(v1alpha2.NodeReasonMessageList, 5)}}
+	five := make([]v1alpha2.NodeReasonMessage, 5)
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"status": v1alpha2.ImageCacheActionStatusFailed,
+		"reason": "Probe", "message": "probe", "failures": map[string]any{"probe": five}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	// A merge patch without a resourceVersion: the controller works on the
+	// probe meanwhile.
 	g.Eventually(func() error {
-		return k8s.Status().Patch(ctx, probe, client.MergeFrom(unpatched), client.DryRunAll)
+		return k8s.Status().Patch(ctx, probe.DeepCopy(), client.RawPatch(types.MergePatchType, body), client.DryRunAll)
 	}).WithTimeout(30 * time.Second).Should(Satisfy(apierrors.IsRequestEntityTooLargeError))
 	g.Expect(k8s.Delete(ctx, probe)).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "many-failures"}
