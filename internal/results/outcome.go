@@ -178,11 +178,14 @@ func warnings(events []corev1.Event) []string {
 }
 
 // joinMessages puts the main message first and adds the event messages that
-// say something new, so that the registry's error appears once: an event
-// that repeats a part with more around it (the kubelet's "Failed to pull
-// image X: " before the runtime's error, which is also the waiting message)
-// takes that part's place, and the kubelet's bare "Error: ErrImagePull",
-// which names only the state the failure's reason gives, is left out.
+// say something new, so that the registry's error appears once. The kubelet
+// writes the runtime's error into several texts: "Failed to pull image X:
+// <error>" (an event), "<error>" (waiting in ErrImagePull), "Back-off
+// pulling image X: ErrImagePull: <error>" (waiting in ImagePullBackOff). An
+// event that holds a part with more around it takes that part's place; one
+// whose error, after the image it names, a part holds already is left out;
+// so is the kubelet's bare "Error: ErrImagePull", which names only the state
+// the failure's reason gives.
 func joinMessages(main string, more []string) string {
 	parts := []string{}
 	if main != "" {
@@ -192,14 +195,18 @@ func joinMessages(main string, more []string) string {
 		if bareState.MatchString(m) {
 			continue
 		}
+		_, said, quoted := strings.Cut(m, `": `)
+		if !quoted {
+			said = m
+		}
 		known := false
 		for i, p := range parts {
-			if strings.Contains(p, m) {
-				known = true
-				break
-			}
 			if strings.Contains(m, p) {
 				parts[i], known = m, true
+				break
+			}
+			if strings.Contains(p, said) {
+				known = true
 				break
 			}
 		}

@@ -98,6 +98,13 @@ func TestAtDeadline(t *testing.T) {
 				ev("Warning", `Error: configmap "c" not found`, 5)},
 			want: Outcome{State: Failed, Expired: true, Reason: "ErrImagePull",
 				Message: `Failed to pull image "r/a:1": rpc error: code = NotFound desc = r/a:1: not found: Error: configmap "c" not found`}},
+		{name: "in back-off the kubelet's waiting message holds the runtime's error already", job: job(),
+			pods: []corev1.Pod{waitingPod("ImagePullBackOff", `Back-off pulling image "r/a:1": ErrImagePull: rpc error: code = NotFound desc = r/a:1: not found`)},
+			events: []corev1.Event{
+				ev("Warning", `Failed to pull image "r/a:1": rpc error: code = NotFound desc = r/a:1: not found`, 1),
+				ev("Warning", "Error: ErrImagePull", 2), ev("Warning", "Error: ImagePullBackOff", 4)},
+			want: Outcome{State: Failed, Expired: true, Reason: "ImagePullBackOff",
+				Message: `Back-off pulling image "r/a:1": ErrImagePull: rpc error: code = NotFound desc = r/a:1: not found`}},
 		{name: "pending without statuses points at the node", job: job(), pods: []corev1.Pod{pod(nil)},
 			want: Outcome{State: Failed, Expired: true, Reason: "Pending"}, wantMsg: "Pod c-1-abcde is still pending: check if node n1 is ready"},
 		{name: "container creating explains nothing; the phase does", job: job(), pods: []corev1.Pod{waitingPod("ContainerCreating", "")},
