@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 )
 
 // failuresIn counts the failure entries of a cache being written.
@@ -128,4 +130,22 @@ func TestReadyUnknownUntilTheFirstOperationEnds(t *testing.T) {
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(string(v1alpha2.ImageCacheActionStatusFailed)))
 	g.Expect(ready.LastTransitionTime.After(started.Time)).To(BeTrue(), "Ready turned False at the failure, not at the start")
+}
+
+// A cache deleted while its Jobs run gives their pacing slots back, and
+// kubefledged_jobs_in_flight follows: otherwise it would show Jobs that
+// are gone until some other operation's Job settled.
+func TestDeletedCacheEmptiesInFlightGauge(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, Config{}, node("a"), node("b"), imageCache("c", "nginx:1.27"))
+	h.settleDown("c")
+	g.Expect(h.jobs("c")).To(HaveLen(2))
+	g.Expect(testutil.ToFloat64(metrics.JobsInFlight)).To(Equal(2.0))
+
+	g.Expect(h.api.Delete(h.ctx, h.cache("c"))).To(Succeed())
+	_, err := h.step("c")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(h.running("c")).To(BeFalse())
+	g.Expect(h.r.limiter.InFlight()).To(BeZero())
+	g.Expect(testutil.ToFloat64(metrics.JobsInFlight)).To(BeZero())
 }
