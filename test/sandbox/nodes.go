@@ -178,6 +178,19 @@ func (s *Sandbox) fakeNode(spec NodeSpec) *corev1.Node {
 		corev1.ResourcePods:             resource.MustParse("500"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 	}
+	// A NotReady node reports so from its first status, as a kubelet whose runtime network
+	// is down registers. Created without conditions, the node lifecycle controller could
+	// first see it condition-less and decide to drop the not-ready taint that admission
+	// puts on every new node, then apply that stale decision after kwok reported NotReady:
+	// the node would briefly be NotReady without the taint, after CreateNodes had seen both.
+	var conditions []corev1.NodeCondition
+	if spec.NotReady {
+		now := metav1.Now()
+		conditions = []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+			Message: notReadyMessage, LastHeartbeatTime: now, LastTransitionTime: now,
+		}}
+	}
 	// Status is accepted on create for nodes (a kubelet registers that way), so the node
 	// is complete before kwok first sees it; kwok then only manages its conditions.
 	return &corev1.Node{
@@ -209,7 +222,8 @@ func (s *Sandbox) fakeNode(spec NodeSpec) *corev1.Node {
 				OperatingSystem:         "linux",
 				Architecture:            "amd64",
 			},
-			Images: spec.Images,
+			Images:     spec.Images,
+			Conditions: conditions,
 		},
 	}
 }

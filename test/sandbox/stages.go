@@ -13,6 +13,10 @@ import (
 // instead of Ready; SetNodeReady and NodeSpec.NotReady set it.
 const NotReadyLabel = "sandbox.kubefledged.io/not-ready"
 
+// notReadyMessage is what a NotReady fake node's Ready condition says, from kwok's stage and
+// from the node's first status alike: a kubelet whose runtime network is not up.
+const notReadyMessage = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady (simulated by the kube-fledged sandbox)"
+
 // stageFiles are the kwok Stage objects that replace a kubelet on the fake nodes: the stock
 // v0.8.0 kustomize/stage stages (node fast + heartbeat-with-lease, pod fast) adjusted for:
 //   - nodes labelled NotReadyLabel go and stay NotReady;
@@ -64,8 +68,8 @@ func newStageTemplate() (*template.Template, error) {
 // stageValues are what the stage files take from the sandbox: the image prefixes that select
 // the failing stages, the versions a node reports, and the timings.
 type stageValues struct {
-	NotReadyLabel, FailPrefix, HangPrefix, RunFailPrefix string
-	RuntimeVersion, KubeletVersion                       string
+	NotReadyLabel, NotReadyMessage, FailPrefix, HangPrefix, RunFailPrefix string
+	RuntimeVersion, KubeletVersion                                        string
 	// HeartbeatMS and JitterMS delay the node heartbeat; PullDelayMS (0: none) every pull.
 	HeartbeatMS, JitterMS, PullDelayMS int64
 }
@@ -75,15 +79,16 @@ func stageConfig(pullDelay, heartbeat time.Duration) string {
 	hb := heartbeat.Milliseconds()
 	var b strings.Builder
 	err := stages.ExecuteTemplate(&b, "kwok.yaml", stageValues{
-		NotReadyLabel:  NotReadyLabel,
-		FailPrefix:     FailPrefix,
-		HangPrefix:     HangPrefix,
-		RunFailPrefix:  RunFailPrefix,
-		RuntimeVersion: defaultRuntimeVersion,
-		KubeletVersion: kubeletVersion,
-		HeartbeatMS:    hb,
-		JitterMS:       hb + hb/50 + 1,
-		PullDelayMS:    pullDelay.Milliseconds(),
+		NotReadyLabel:   NotReadyLabel,
+		NotReadyMessage: notReadyMessage,
+		FailPrefix:      FailPrefix,
+		HangPrefix:      HangPrefix,
+		RunFailPrefix:   RunFailPrefix,
+		RuntimeVersion:  defaultRuntimeVersion,
+		KubeletVersion:  kubeletVersion,
+		HeartbeatMS:     hb,
+		JitterMS:        hb + hb/50 + 1,
+		PullDelayMS:     pullDelay.Milliseconds(),
 	})
 	if err != nil {
 		// The values are fixed fields, so this is a defect of the files, as above.
