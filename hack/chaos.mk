@@ -23,6 +23,14 @@ test-chaos: tools ## Long fault-injection runs (more kills, caches, restarts); c
 		> $(LOCALBIN)/test-chaos.log 2>&1; rc=$$?; \
 		grep -E '^(--- |ok |FAIL|PASS)|FIGURES|KNOWN DEFECT|GAP|seed ' $(LOCALBIN)/test-chaos.log; exit $$rc
 
+# LOADED_RUNS runs of `make test`, in a fresh clone of HEAD, while hack/cpuhog
+# keeps every core busy: waits that a quiet machine hides lose their races here.
+LOADED_RUNS ?= 5
+
+.PHONY: test-loaded
+test-loaded: ## `make test` LOADED_RUNS times in a fresh clone of HEAD beside a CPU hog (hack/loaded-test.sh).
+	hack/loaded-test.sh $(LOADED_RUNS)
+
 .PHONY: fuzz-long
 fuzz-long: ## Every fuzz target for FUZZTIME_LONG each; prints the execution counts for docs/reliability.md.
 	@for t in $(FUZZ_TARGETS); do \
