@@ -50,6 +50,11 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--logtostderr=maybe"}, wantCode: 1,
 			wantErr: `invalid boolean value "maybe" for --logtostderr: use true or false`},
 		{args: []string{"controller", "--stderrthreshold"}, wantCode: 1, wantErr: "flag needs an argument: --stderrthreshold"},
+		{args: []string{"controller", "--v=2", "-vmodule"}, wantCode: 1, wantErr: "flag needs an argument: --vmodule"},
+		{args: []string{"controller", "-log_dir"}, wantCode: 1, wantErr: "flag needs an argument: --log_dir"},
+		// klog's additions were never flags of the original's binary.
+		{args: []string{"controller", "-log_file=/tmp/kubefledged.log"}, wantCode: 1,
+			wantErr: "flag provided but not defined: --log_file"},
 		{args: []string{"operator", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
 		{args: []string{"cri-rmi"}, wantCode: 1, wantErr: "--endpoint and --image are required"},
 		{args: []string{"check"}, wantCode: 1, wantErr: "--namespace and --selector are required"},
@@ -203,6 +208,24 @@ func TestControllerAcceptsGlogFlags(t *testing.T) {
 		{args: []string{"--alsologtostderr"}, wantWarn: []string{"alsologtostderr"}},
 		{args: []string{"--alsologtostderr=false"}, wantWarn: []string{"alsologtostderr"}},
 		{args: []string{"--v=2"}, verbosity: 2},
+		// The rest of glog's set, each in both forms: a value-taking flag
+		// consumes the next argument, so the flag after it is still read.
+		{args: []string{"-vmodule=imagecache*=4,jobs=2"}, wantWarn: []string{"vmodule"}},
+		{args: []string{"-vmodule", "imagecache*=4", "-v", "3"}, wantWarn: []string{"vmodule"}, verbosity: 3},
+		{args: []string{"--log_dir=/var/log/kubefledged"}, wantWarn: []string{"log_dir"}},
+		{args: []string{"-log_dir", "/var/log/kubefledged", "-v", "1"}, wantWarn: []string{"log_dir"}, verbosity: 1},
+		{args: []string{"-log_backtrace_at=controller.go:120"}, wantWarn: []string{"log_backtrace_at"}},
+		{args: []string{"-log_backtrace_at", "controller.go:120", "--v=2"}, wantWarn: []string{"log_backtrace_at"}, verbosity: 2},
+		{args: []string{"-log_link=/var/log/links"}, wantWarn: []string{"log_link"}},
+		{args: []string{"-log_link", "/var/log/links", "--v=2"}, wantWarn: []string{"log_link"}, verbosity: 2},
+		{args: []string{"-logbuflevel=0"}, wantWarn: []string{"logbuflevel"}},
+		{args: []string{"-logbuflevel", "-1", "--v=2"}, wantWarn: []string{"logbuflevel"}, verbosity: 2},
+		{args: []string{"-stderrthreshold", "WARNING", "--v=2"}, wantWarn: []string{"stderrthreshold"}, verbosity: 2},
+		// Every one of them at once, warned about once each, in the order given.
+		{args: []string{"-log_dir=/tmp", "-vmodule", "gc=1", "-alsologtostderr", "-log_backtrace_at", "main.go:1",
+			"-logtostderr=false", "-log_link=/tmp", "-stderrthreshold=ERROR", "-logbuflevel", "1", "-v=4", "-vmodule=gc=2"},
+			wantWarn:  []string{"log_dir", "vmodule", "alsologtostderr", "log_backtrace_at", "logtostderr", "log_link", "stderrthreshold", "logbuflevel"},
+			verbosity: 4},
 		{args: []string{"--logtostderr", "--logtostderr=false", "--stderrthreshold=INFO", "--stderrthreshold=ERROR"},
 			wantWarn: []string{"logtostderr", "stderrthreshold"}},
 		// The original's own Deployment.

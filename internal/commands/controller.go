@@ -159,9 +159,9 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz; 0 turns them off")
 	fs.Var(o.LogLevel, "zap-log-level", "log level: debug, info or error")
 	fs.IntVar(&o.Verbosity, "v", 0, "the original's log verbosity; 4 or more logs at debug level (--zap-log-level is preferred)")
-	fs.Var(&ignoredFlag{name: "stderrthreshold", warnings: &o.Warnings}, "stderrthreshold", "ignored: the original's glog flag; use --zap-log-level")
-	fs.Var(&ignoredFlag{name: "logtostderr", isBool: true, warnings: &o.Warnings}, "logtostderr", "ignored: the original's glog flag; use --zap-log-level")
-	fs.Var(&ignoredFlag{name: "alsologtostderr", isBool: true, warnings: &o.Warnings}, "alsologtostderr", "ignored: the original's glog flag; use --zap-log-level")
+	for _, g := range glogFlags {
+		fs.Var(&ignoredFlag{name: g.name, isBool: g.isBool, warnings: &o.Warnings}, g.name, "ignored: the original's glog flag; use --zap-log-level")
+	}
 	fs.Var(&o.QPS, "kube-api-qps", "queries per second to the API server")
 	fs.Var(&o.Burst, "kube-api-burst", "burst of queries to the API server")
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
@@ -189,6 +189,26 @@ func (f *StartupTaintFlag) Set(s string) error {
 	}
 	f.Value = t
 	return nil
+}
+
+// glogFlags are the flags glog put on the original controller's command line,
+// which Deployments written for it may still pass: glog v1.0.0's, linked by
+// v0.10.0, and log_link and logbuflevel, added by the glog v1.1.0 of its
+// develop branch. -v is not here: it keeps a meaning (Verbosity). klog's
+// additions (-log_file, -skip_headers, -add_dir_header, ...) are not either:
+// the original never called klog.InitFlags, so its binary refused them too.
+var glogFlags = []struct {
+	name   string
+	isBool bool
+}{
+	{"logtostderr", true},
+	{"alsologtostderr", true},
+	{"stderrthreshold", false},
+	{"vmodule", false},
+	{"log_backtrace_at", false},
+	{"log_dir", false},
+	{"log_link", false},
+	{"logbuflevel", false},
 }
 
 // ignoredFlag accepts a glog flag of the original that no longer does
