@@ -271,6 +271,9 @@ func TestFlagsPerCase(t *testing.T) {
 			"--webhook-service":               "kubefledged-webhook-server",
 			"--webhook-configuration":         "kubefledged-webhook",
 		},
+		// The original's own defaults are ours, and its null names leave
+		// ours in place.
+		"legacy-upstream-defaults": {},
 		"legacy-mirror": {
 			"--zap-log-level":                "error",
 			"--image-pull-deadline-duration": "2m",
@@ -417,6 +420,22 @@ func TestObjectsPerCase(t *testing.T) {
 			if !strings.Contains(r.Notes, s) {
 				t.Errorf("notes do not explain that %s is ignored:\n%s", s, r.Notes)
 			}
+		}
+	})
+	// The original chart shipped its name keys null: a file passed as it is
+	// names every object as the chart's defaults do, none of them empty.
+	t.Run("legacy-upstream-defaults", func(t *testing.T) {
+		kindNames := func(r Rendered) []string {
+			var out []string
+			for _, m := range r.All() {
+				out = append(out, m.Head.Kind+"/"+m.Head.Metadata.Name)
+			}
+			slices.Sort(out)
+			return out
+		}
+		got, want := kindNames(render(t, c, "legacy-upstream-defaults")), kindNames(render(t, c, "defaults"))
+		if !slices.Equal(got, want) {
+			t.Errorf("objects %v, want those of the defaults %v", got, want)
 		}
 	})
 	t.Run("legacy-mirror", func(t *testing.T) {
