@@ -306,7 +306,7 @@ const MaxPodImages = 256
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ic,categories=kubefledged
+// +kubebuilder:resource:shortName=ic,categories=kube-fledged
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`

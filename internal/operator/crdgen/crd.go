@@ -76,11 +76,15 @@ func KubeFledgedCRD(valuesSchema []byte) (*apiextensionsv1.CustomResourceDefinit
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: operator.KubeFledgedGVK.Group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Kind:       operator.KubeFledgedGVK.Kind,
-				ListKind:   operator.KubeFledgedGVK.Kind + "List",
-				Plural:     "kubefledgeds",
-				Singular:   "kubefledged",
-				Categories: []string{"kubefledged"},
+				Kind:     operator.KubeFledgedGVK.Kind,
+				ListKind: operator.KubeFledgedGVK.Kind + "List",
+				Plural:   "kubefledgeds",
+				Singular: "kubefledged",
+				// Not "kubefledged": kubectl expands a category before it
+				// looks up a resource by that name, so a category spelt like
+				// this kind's singular made `kubectl get kubefledged` list
+				// the ImageCaches too.
+				Categories: []string{"kube-fledged"},
 			},
 			Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
