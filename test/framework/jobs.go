@@ -61,7 +61,7 @@ func RecordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector lab
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// An API server that does not answer fails the test rather than hanging it.
-	late := time.AfterFunc(time.Minute, cancel)
+	late := time.AfterFunc(ClusterTimeout, cancel)
 	l := &JobLog{}
 	err := Inform(ctx, lw, &batchv1.Job{}, nil, l.record)
 	late.Stop()
