@@ -74,8 +74,10 @@ func TestChurnDoesNotPostponeRefresh(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	setCordon(g, flapping, false)
+	c := &v1alpha2.ImageCache{}
+	g.Expect(k8s.Get(context.Background(), key, c)).To(Succeed())
 	var reasons []string
-	for _, s := range statuses() {
+	for _, s := range statuses(c) {
 		if s.Status == v1alpha2.ImageCacheActionStatusProcessing {
 			reasons = append(reasons, s.Reason)
 		}

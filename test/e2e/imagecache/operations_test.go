@@ -75,7 +75,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.StartTime).NotTo(BeNil())
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
 	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
-	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheCreate, "Images are being pulled on to the nodes. Please view the status after some time")))
+	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheCreate, "Images are being pulled on to the nodes. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessagePullingImages)
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagesPulledSuccessfully)
 	// delete policy: no Job of the operation is left.
@@ -89,7 +89,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.21", "postgres:16"}))
 	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
-	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheUpdate, "Image cache is being updated. Please view the status after some time")))
+	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheUpdate, "Image cache is being updated. Please view the status after some time")))
 
 	// refresh on demand on a warm cluster: every node reports both images,
 	// so no Job runs, and the cache has every image in place: Succeeded,
@@ -103,7 +103,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Progress).To(Equal(fmt.Sprintf("%d/%d", 2*nodes, 2*nodes)))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.RefreshAnnotation))
 	g.Expect(rec.Take()).To(BeEmpty())
-	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheRefresh, "Image cache is being refreshed. Please view the status after some time")))
+	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheRefresh, "Image cache is being refreshed. Please view the status after some time")))
 
 	// A node that lost the images (garbage-collected by its kubelet) gets
 	// them again; the others are left alone.
@@ -120,7 +120,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Message).To(Equal("All cached images succesfully deleted from respective nodes"))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.PurgeAnnotation))
 	g.Expect(rec.Take()).To(ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
-	g.Expect(statuses()).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCachePurge, "Image cache is being purged. Please view the status after some time")))
+	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCachePurge, "Image cache is being purged. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessageImagesDeletedSuccessfully)
 
 	// delete: nothing runs; the cache is simply gone
@@ -265,7 +265,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(ContainElement("busybox:1.36"))
 	var reasons []string
-	for _, s := range statuses() {
+	for _, s := range statuses(c) {
 		if s.Status == v1alpha2.ImageCacheActionStatusProcessing && (len(reasons) == 0 || reasons[len(reasons)-1] != s.Reason) {
 			reasons = append(reasons, s.Reason)
 		}
