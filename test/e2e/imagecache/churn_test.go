@@ -132,7 +132,7 @@ func TestRetainKeepsOtherNodesJobs(t *testing.T) {
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), pool+"-a", nil)).To(Succeed())
 	t2 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
-	g.Eventually(keptOn).WithTimeout(10 * time.Second).Should(SatisfyAll(
+	g.Eventually(keptOn).WithTimeout(framework.ClusterTimeout).Should(SatisfyAll(
 		HaveLen(3),
 		HaveKeyWithValue(pool+"-b", after[pool+"-b"]),
 		HaveKeyWithValue(pool+"-c", after[pool+"-c"]),

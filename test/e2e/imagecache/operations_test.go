@@ -17,7 +17,9 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-const opTimeout = 60 * time.Second
+// opTimeout bounds a wait for an operation: Jobs scheduled, run by kwok, finished by the
+// Job controller, and the status written.
+const opTimeout = framework.ClusterTimeout
 
 func events(g Gomega, ns, name string) []corev1.Event {
 	l := &corev1.EventList{}
@@ -38,14 +40,14 @@ func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
 			got = append(got, e.Type+" "+e.Reason+" "+e.Message)
 		}
 		return got
-	}).WithTimeout(10 * time.Second).Should(ContainElement(HavePrefix(typ + " " + reason + " " + msg)))
+	}).WithTimeout(framework.ClusterTimeout).Should(ContainElement(HavePrefix(typ + " " + reason + " " + msg)))
 }
 
 // followed starts a test that follows one cache, named name, through its
 // operations: a namespace of its own, the controller with the suite's
 // settings, and the records of the Jobs and the statuses the cache will go
 // through, both started before the cache exists so that they miss nothing.
-func followed(t *testing.T, name string) (key client.ObjectKey, rec *framework.JobLog, statuses func() []v1alpha2.ImageCacheStatus) {
+func followed(t *testing.T, name string) (key client.ObjectKey, rec *framework.JobLog, statuses func(upTo client.Object) []v1alpha2.ImageCacheStatus) {
 	t.Helper()
 	key = client.ObjectKey{Namespace: namespace(t), Name: name}
 	rec = framework.RecordJobs(t, kube, key.Namespace, nil)
@@ -79,7 +81,7 @@ func TestOperations(t *testing.T) {
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessagePullingImages)
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagesPulledSuccessfully)
 	// delete policy: no Job of the operation is left.
-	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "web"})) }).WithTimeout(10 * time.Second).Should(BeZero())
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "web"})) }).WithTimeout(framework.ClusterTimeout).Should(BeZero())
 
 	// update: redis:7 leaves the list, postgres:16 joins it
 	t1 := framework.Tick()
@@ -140,7 +142,7 @@ func waitNodesReport(g Gomega, nodeNames []string, images ...string) {
 			}
 			g.Expect(listed).To(ContainElements(images), name)
 		}
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 }
 
 // TestPeriodicRefresh: with a refresh period, a finished cache is refreshed
@@ -183,7 +185,7 @@ func TestFailedPull(t *testing.T) {
 	took := c.Status.CompletionTime.Sub(c.Status.StartTime.Time)
 	g.Expect(took).To(BeNumerically("<=", 8*time.Second+10*time.Second), "took %s", took)
 	hasEvent(g, ns, "broken", "Warning", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages)
-	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "broken"})) }).WithTimeout(10 * time.Second).Should(BeZero())
+	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "broken"})) }).WithTimeout(framework.ClusterTimeout).Should(BeZero())
 }
 
 // TestSettledJobsDeletedAtOnce: under the delete policy a Job goes as soon
@@ -210,7 +212,7 @@ func TestSettledJobsDeletedAtOnce(t *testing.T) {
 	// Only the hanging pulls' Jobs are left (deletion of a Job is at once;
 	// its pod goes in the background).
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "half"})) }).
-		WithTimeout(5 * time.Second).Should(Equal(nodes))
+		WithTimeout(framework.ClusterTimeout).Should(Equal(nodes))
 }
 
 // TestSameNameInTwoNamespaces: results are keyed by namespace, so two caches

@@ -106,7 +106,7 @@ func TestRetentionMatrix(t *testing.T) {
 
 	// Deleting the cache takes its retained Jobs with it.
 	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
-	g.Eventually(func() map[string]int { return results(g, ns, "kept") }).WithTimeout(30 * time.Second).Should(BeEmpty())
+	g.Eventually(func() map[string]int { return results(g, ns, "kept") }).WithTimeout(framework.ClusterTimeout).Should(BeEmpty())
 }
 
 // TestRestart: a restarted controller deletes every leftover Job (retained

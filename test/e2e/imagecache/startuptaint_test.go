@@ -360,7 +360,7 @@ func nodeEvents(g Gomega, node string) []string {
 }
 
 func hasNodeEvent(g Gomega, node, prefix string) {
-	g.Eventually(func() []string { return nodeEvents(g, node) }).WithTimeout(10*time.Second).
+	g.Eventually(func() []string { return nodeEvents(g, node) }).WithTimeout(framework.ClusterTimeout).
 		Should(ContainElement(HavePrefix(prefix)), "node %s", node)
 }
 
@@ -396,7 +396,7 @@ func TestStartupTaint(t *testing.T) {
 	// node by the failure rule, where this test wants every pull done.
 	runController(t, withStartupTaint(5*time.Minute, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = 2 * time.Minute }))
 	var before map[string]float64
-	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "warm", withSelector(map[string]string{"pool": pool}, images...)))).To(Succeed())
@@ -413,9 +413,9 @@ func TestStartupTaint(t *testing.T) {
 	addNodes(t, g, specs...)
 	t.Logf("startup taint: %d nodes created and Ready in %s", n, time.Since(start).Round(100*time.Millisecond))
 
-	g.Eventually(o.releasedCount).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal(n), "every node released")
+	g.Eventually(o.releasedCount).WithTimeout(framework.ClusterTimeout).WithPolling(time.Second).Should(Equal(n), "every node released")
 	releasedIn := time.Since(start)
-	g.Eventually(o.boundCount).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal(n), func() string {
+	g.Eventually(o.boundCount).WithTimeout(framework.ClusterTimeout).WithPolling(time.Second).Should(Equal(n), func() string {
 		return "every replica bound; " + pendingPods(g, ns, pool)
 	})
 	holds := o.checkReleasedAfterPulls(g, names, images)
@@ -478,12 +478,12 @@ func TestStartupTaintFailureAndTimeout(t *testing.T) {
 	// waits for are in the metrics; once released, neither is.
 	runController(t, withStartupTaint(20*time.Second, addr, func(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute }))
 	var before map[string]float64
-	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "slow", withSelector(map[string]string{"pool": timeoutPool}, slow)))).To(Succeed())
 	ot, of := watchOrder(t, ns, timeoutPool), watchOrder(t, ns, freePool)
 	start = time.Now()
 	addNodes(t, g, append(heldNodes(timeoutPool, 1), heldNodes(freePool, 1)...)...)
-	g.Eventually(of.releasedCount).WithTimeout(10*time.Second).Should(Equal(1), "a node no cache selects is released at once")
+	g.Eventually(of.releasedCount).WithTimeout(framework.ClusterTimeout).Should(Equal(1), "a node no cache selects is released at once")
 	t.Logf("startup taint: a node no cache selects released %s after the call that created it", time.Since(start).Round(100*time.Millisecond))
 	hasNodeEvent(g, freePool+"-00", "Normal StartupTaintRemoved No ImageCache puts images on the node")
 	since := fmt.Sprintf(`kubefledged_node_held_since_timestamp_seconds{node="%s-00"}`, timeoutPool)
