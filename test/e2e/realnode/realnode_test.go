@@ -170,7 +170,7 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 			}
 		}
 		return states
-	}).WithTimeout(deadline).WithPolling(250 * time.Millisecond).Should(Equal(want))
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(250 * time.Millisecond).Should(Equal(want))
 	g.Eventually(func(g Gomega) []string {
 		l := &corev1.EventList{}
 		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
@@ -181,7 +181,7 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 			}
 		}
 		return got
-	}).WithTimeout(10 * time.Second).Should(And(
+	}).WithTimeout(framework.ClusterTimeout).Should(And(
 		ContainElement(And(HavePrefix("Warning Failed "), ContainSubstring(bad), ContainSubstring("not found"))),
 		ContainElement(HavePrefix("Normal BackOff Back-off pulling image")),
 	))
@@ -273,6 +273,6 @@ func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string, gr job
 		l := &corev1.PodList{}
 		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
 		g.Expect(l.Items).To(BeEmpty())
-	}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(250 * time.Millisecond).Should(Succeed())
 	t.Logf("retained Jobs and their pods gone %s after the restart", time.Since(begin).Round(time.Millisecond))
 }
