@@ -179,7 +179,7 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
 
 	m := settled(g, c, "ml", "models")
-	g.Expect(statuses.of("ml/models")).To(ContainElement("Aborted/"+v1alpha2.ImageCacheReasonImagePullAborted),
+	g.Expect(statuses.of(g, m)).To(ContainElement("Aborted/"+v1alpha2.ImageCacheReasonImagePullAborted),
 		"the cache the original left Processing is aborted first")
 	g.Expect(m.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(m.Status.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheCreate))
