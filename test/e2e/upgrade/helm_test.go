@@ -200,9 +200,9 @@ func TestFromHelmRelease(t *testing.T) {
 		"created pull busybox:1.36.1 sandbox-node-1",
 		"deleted pull busybox:1.36.1 sandbox-node-1",
 	}
-	g.Eventually(seen).WithTimeout(10*time.Second).WithPolling(poll).Should(ContainElement(wantJobs[0]),
+	g.Eventually(seen).WithTimeout(timeout).WithPolling(poll).Should(ContainElement(wantJobs[0]),
 		"our start-up clean-up did not delete the original's leftover Job")
-	g.Eventually(seen).WithTimeout(10 * time.Second).WithPolling(poll).Should(HaveLen(len(wantJobs)))
+	g.Eventually(seen).WithTimeout(timeout).WithPolling(poll).Should(HaveLen(len(wantJobs)))
 	g.Consistently(seen).WithTimeout(2*time.Second).WithPolling(poll).Should(Equal(wantJobs), "Jobs created and deleted")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(leftover), &batchv1.Job{}))).To(BeTrue())
 
