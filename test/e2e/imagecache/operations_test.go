@@ -76,7 +76,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagesPulledSuccessfully))
 	g.Expect(c.Status.StartTime).NotTo(BeNil())
 	g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
-	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
+	rec.Await(g, ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
 	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheCreate, "Images are being pulled on to the nodes. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessagePullingImages)
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagesPulledSuccessfully)
@@ -90,7 +90,7 @@ func TestOperations(t *testing.T) {
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"nginx:1.21", "postgres:16"}))
-	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
+	rec.Await(g, ConsistOf(append(each("pull", "postgres:16", allNodes()...), each("delete", "redis:7", allNodes()...)...)))
 	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCacheUpdate, "Image cache is being updated. Please view the status after some time")))
 
 	// refresh on demand on a warm cluster: every node reports both images,
@@ -113,7 +113,7 @@ func TestOperations(t *testing.T) {
 	t3 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t3, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
+	rec.Await(g, ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
 
 	// purge: every image deleted from every node
 	t4 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
@@ -121,7 +121,7 @@ func TestOperations(t *testing.T) {
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(c.Status.Message).To(Equal("All cached images succesfully deleted from respective nodes"))
 	g.Expect(c.Annotations).NotTo(HaveKey(v1alpha2.PurgeAnnotation))
-	g.Expect(rec.Take()).To(ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
+	rec.Await(g, ConsistOf(append(each("delete", "nginx:1.21", allNodes()...), each("delete", "postgres:16", allNodes()...)...)))
 	g.Expect(statuses(c)).To(ContainElement(processing(v1alpha2.ImageCacheReasonImageCachePurge, "Image cache is being purged. Please view the status after some time")))
 	hasEvent(g, ns, "web", "Normal", v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessageImagesDeletedSuccessfully)
 

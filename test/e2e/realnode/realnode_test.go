@@ -200,7 +200,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "update", node.Name(), first))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
-	g.Expect(rec.Take()).To(ConsistOf("pull " + first + " " + node.Name()))
+	rec.Await(g, ConsistOf("pull "+first+" "+node.Name()))
 
 	t1 := framework.Tick()
 	// The controller may still write the create's status; the edit goes on a fresh read.
@@ -213,7 +213,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	})).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
-	g.Expect(rec.Take()).To(ConsistOf("pull " + added + " " + node.Name()))
+	rec.Await(g, ConsistOf("pull "+added+" "+node.Name()))
 	g.Expect(inRuntime(g, first)).To(BeTrue())
 	g.Expect(inRuntime(g, added)).To(BeTrue())
 }
