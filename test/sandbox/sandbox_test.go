@@ -168,22 +168,34 @@ func TestFailPrefixImageBacksOff(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	image := FailPrefix + "missing:1"
-	c, ns := runJob(t, pinnedJob("bad", "sandbox-node-0", image))
+	c, ns := inNamespace(t)
+	// ErrImagePull lasts a moment (1.5 s) before ImagePullBackOff: a watch opened before the
+	// pod exists sees it however slowly the machine answers, where polling could miss it.
+	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=bad"})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	_, err = c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("bad", "sandbox-node-0", image), metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	var reasons []string
 	var pod corev1.Pod
-	g.Eventually(func() string {
-		pods, err := jobPods(ctx, c, ns, "bad")
-		if err != nil || len(pods) != 1 || len(pods[0].Status.ContainerStatuses) != 1 {
-			return ""
+	timeout := time.After(clusterTimeout)
+	for len(reasons) == 0 || reasons[len(reasons)-1] != "ImagePullBackOff" {
+		select {
+		case ev, ok := <-w.ResultChan():
+			g.Expect(ok).To(BeTrue(), "the pods' watch ended; reasons so far %v", reasons)
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || len(p.Status.ContainerStatuses) != 1 {
+				continue
+			}
+			pod = *p
+			if r := waitingReason(pod.Status.ContainerStatuses[0]); len(reasons) == 0 || reasons[len(reasons)-1] != r {
+				reasons = append(reasons, r)
+			}
+		case <-timeout:
+			t.Fatalf("no ImagePullBackOff within %s; reasons so far %v", clusterTimeout, reasons)
 		}
-		pod = pods[0]
-		r := waitingReason(pod.Status.ContainerStatuses[0])
-		if len(reasons) == 0 || reasons[len(reasons)-1] != r {
-			reasons = append(reasons, r)
-		}
-		return r
-	}, clusterTimeout, 50*time.Millisecond).Should(Equal("ImagePullBackOff"))
+	}
 	g.Expect(reasons).To(ContainElement("ErrImagePull"), "ErrImagePull comes first")
 	g.Expect(pod.Status.Phase).To(Equal(corev1.PodPending))
 	g.Expect(pod.Status.ContainerStatuses[0].State.Waiting.Message).To(Equal(fmt.Sprintf("Back-off pulling image %q", image)))
