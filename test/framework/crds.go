@@ -30,7 +30,7 @@ const (
 
 // crdTimeout bounds the wait for one CRD to be served; an idle API server needs about a
 // second, a loaded two-core machine a good deal more.
-const crdTimeout = 60 * time.Second
+const crdTimeout = ClusterTimeout
 
 // InstallCRDs creates the named CRDs of config/crd/bases, as CreateCRDs does.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {

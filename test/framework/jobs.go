@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
+	gomegatypes "github.com/onsi/gomega/types"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +63,7 @@ func RecordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector lab
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// An API server that does not answer fails the test rather than hanging it.
-	late := time.AfterFunc(time.Minute, cancel)
+	late := time.AfterFunc(ClusterTimeout, cancel)
 	l := &JobLog{}
 	err := Inform(ctx, lw, &batchv1.Job{}, nil, l.record)
 	late.Stop()
@@ -124,10 +126,40 @@ func (l *JobLog) Created() []batchv1.Job {
 func (l *JobLog) Take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	out := l.pending()
+	l.taken = len(l.events)
+	return out
+}
+
+// Pending is what Take would return, without setting anything aside.
+func (l *JobLog) Pending() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending()
+}
+
+func (l *JobLog) pending() []string {
 	var out []string
 	for _, ev := range l.events[l.taken:] {
 		if ev.Type == watch.Added {
 			out = append(out, Work(ev.Job)...)
+		}
+	}
+	return out
+}
+
+// Await waits, up to ClusterTimeout, until what Take would return matches want, then
+// takes it and returns those Jobs, as they were when created. The log follows the Jobs
+// through a watch of its own, which can trail what the test read through a Get (an
+// operation's final status): the Jobs it already made may not be in the log yet.
+func (l *JobLog) Await(g Gomega, want gomegatypes.GomegaMatcher, description ...any) []batchv1.Job {
+	g.Eventually(l.Pending).WithTimeout(ClusterTimeout).WithPolling(100*time.Millisecond).Should(want, description...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []batchv1.Job
+	for _, ev := range l.events[l.taken:] {
+		if ev.Type == watch.Added {
+			out = append(out, ev.Job)
 		}
 	}
 	l.taken = len(l.events)

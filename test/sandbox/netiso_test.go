@@ -226,7 +226,7 @@ func TestWebhookServiceFailsLocally(t *testing.T) {
 				}
 			}
 			return false
-		}, 30*time.Second, 100*time.Millisecond).Should(BeTrue(), "a ready endpoint with a kwok pod IP")
+		}, clusterTimeout, 100*time.Millisecond).Should(BeTrue(), "a ready endpoint with a kwok pod IP")
 		hooks = append(hooks, webhook("kwok-pod.sandbox.kubefledged.io", nsKwok, nsKwok, "on-kwok", admissionv1.Fail))
 	} else {
 		t.Log("not testing a webhook served by a kwok pod: without the unreachable routes that call may leave this machine")
@@ -247,7 +247,7 @@ func TestWebhookServiceFailsLocally(t *testing.T) {
 	g.Eventually(func() error {
 		_, lastErr = createConfigMap(t, c, nsFail)
 		return lastErr
-	}, 30*time.Second, 100*time.Millisecond).Should(HaveOccurred(), "the webhook never took effect")
+	}, clusterTimeout, 100*time.Millisecond).Should(HaveOccurred(), "the webhook never took effect")
 
 	took, all, err := fastestOf3(func() (time.Duration, error) { return createConfigMap(t, c, nsFail) })
 	t.Logf("failurePolicy Fail, Service without endpoints: rejected in %v: %v", all, err)

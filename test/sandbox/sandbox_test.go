@@ -42,6 +42,11 @@ func parallel(t *testing.T) (*Sandbox, kubernetes.Interface) {
 	return s, clientFor(t, s)
 }
 
+// clusterTimeout bounds a wait on what the control plane and kwok do; a loaded CI machine
+// takes many times an idle one's, so only a fault reaches it. It is framework.ClusterTimeout,
+// which this package cannot import: the framework imports the sandbox.
+const clusterTimeout = 5 * time.Minute
+
 // inNamespace makes t a parallel test with a namespace of its own in the shared sandbox,
 // and returns a client and the namespace.
 func inNamespace(t *testing.T) (kubernetes.Interface, string) {
@@ -71,7 +76,7 @@ func namespace(t *testing.T, c kubernetes.Interface) string {
 	g.Eventually(func() error {
 		_, err := c.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
 		return err
-	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	}, clusterTimeout, 50*time.Millisecond).Should(Succeed())
 	return ns.Name
 }
 
@@ -104,7 +109,7 @@ func TestJobOnFakeNodeCompletes(t *testing.T) {
 	ctx := t.Context()
 	c, ns := runJob(t, pinnedJob("ok", "sandbox-node-1", "registry.example/app:1.0"))
 	begin := time.Now()
-	g.Eventually(succeeded(ctx, c, ns, "ok"), 30*time.Second, 50*time.Millisecond).Should(Equal(int32(1)))
+	g.Eventually(succeeded(ctx, c, ns, "ok"), clusterTimeout, 50*time.Millisecond).Should(Equal(int32(1)))
 	t.Logf("Job created -> status.succeeded=1 in %s", time.Since(begin).Round(time.Millisecond))
 
 	pods, err := jobPods(ctx, c, ns, "ok")
@@ -124,7 +129,7 @@ func TestJobOnFakeNodeCompletes(t *testing.T) {
 	g.Eventually(func() bool {
 		_, err := c.BatchV1().Jobs(ns).Get(ctx, "ok", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
-	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	}, clusterTimeout, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(jobPods(ctx, c, ns, "ok")).To(BeEmpty())
 }
 
@@ -163,22 +168,34 @@ func TestFailPrefixImageBacksOff(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	image := FailPrefix + "missing:1"
-	c, ns := runJob(t, pinnedJob("bad", "sandbox-node-0", image))
+	c, ns := inNamespace(t)
+	// ErrImagePull lasts a moment (1.5 s) before ImagePullBackOff: a watch opened before the
+	// pod exists sees it however slowly the machine answers, where polling could miss it.
+	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=bad"})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	_, err = c.BatchV1().Jobs(ns).Create(ctx, pinnedJob("bad", "sandbox-node-0", image), metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	var reasons []string
 	var pod corev1.Pod
-	g.Eventually(func() string {
-		pods, err := jobPods(ctx, c, ns, "bad")
-		if err != nil || len(pods) != 1 || len(pods[0].Status.ContainerStatuses) != 1 {
-			return ""
+	timeout := time.After(clusterTimeout)
+	for len(reasons) == 0 || reasons[len(reasons)-1] != "ImagePullBackOff" {
+		select {
+		case ev, ok := <-w.ResultChan():
+			g.Expect(ok).To(BeTrue(), "the pods' watch ended; reasons so far %v", reasons)
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || len(p.Status.ContainerStatuses) != 1 {
+				continue
+			}
+			pod = *p
+			if r := waitingReason(pod.Status.ContainerStatuses[0]); len(reasons) == 0 || reasons[len(reasons)-1] != r {
+				reasons = append(reasons, r)
+			}
+		case <-timeout:
+			t.Fatalf("no ImagePullBackOff within %s; reasons so far %v", clusterTimeout, reasons)
 		}
-		pod = pods[0]
-		r := waitingReason(pod.Status.ContainerStatuses[0])
-		if len(reasons) == 0 || reasons[len(reasons)-1] != r {
-			reasons = append(reasons, r)
-		}
-		return r
-	}, 20*time.Second, 50*time.Millisecond).Should(Equal("ImagePullBackOff"))
+	}
 	g.Expect(reasons).To(ContainElement("ErrImagePull"), "ErrImagePull comes first")
 	g.Expect(pod.Status.Phase).To(Equal(corev1.PodPending))
 	g.Expect(pod.Status.ContainerStatuses[0].State.Waiting.Message).To(Equal(fmt.Sprintf("Back-off pulling image %q", image)))
@@ -208,7 +225,7 @@ func TestFailPrefixImageBesideGoodOnes(t *testing.T) {
 		corev1.Container{Name: "bad", Image: FailPrefix + "missing:1", Command: []string{"true"}},
 		corev1.Container{Name: "good2", Image: "registry.example/good:2", Command: []string{"true"}})
 	c, ns := runJob(t, job)
-	g.Eventually(func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "mixed") }, 20*time.Second, 50*time.Millisecond).
+	g.Eventually(func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "mixed") }, clusterTimeout, 50*time.Millisecond).
 		Should(Equal(map[string]string{"pull": "exit 0", "bad": "ImagePullBackOff", "good2": "exit 0"}))
 }
 
@@ -241,7 +258,7 @@ func TestHangPrefixImage(t *testing.T) {
 	c, ns := runJob(t, job)
 	states := func(g Gomega) map[string]string { return pendingJobStates(ctx, g, c, ns, "hangs") }
 	want := map[string]string{"pull": "exit 0", "slow": "ContainerCreating"}
-	g.Eventually(states, 20*time.Second, 50*time.Millisecond).Should(Equal(want))
+	g.Eventually(states, clusterTimeout, 50*time.Millisecond).Should(Equal(want))
 	g.Consistently(states, 2*time.Second, 200*time.Millisecond).Should(Equal(want))
 }
 
@@ -264,7 +281,7 @@ func TestFailPrefixInitContainer(t *testing.T) {
 		g.Expect(p.Status.InitContainerStatuses[0].State.Waiting.Message).To(Equal(
 			fmt.Sprintf("rpc error: code = NotFound desc = failed to pull and unpack image %q: not found", image)))
 		g.Expect(waitingReason(p.Status.ContainerStatuses[0])).To(Equal("PodInitializing"))
-	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	}, clusterTimeout, 50*time.Millisecond).Should(Succeed())
 }
 
 func TestCreateNodesWithOptions(t *testing.T) {
@@ -341,10 +358,12 @@ func TestNodeImagesSurviveHeartbeats(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	first := readyHeartbeat(n)
 
-	time.Sleep(3 * time.Second)
-	n, err = c.CoreV1().Nodes().Get(ctx, "img", metav1.GetOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(readyHeartbeat(n)).To(BeTemporally(">", first), "kwok heartbeats happened in between")
+	// kwok heartbeats on its own schedule, which a loaded machine stretches.
+	g.Eventually(func(g Gomega) {
+		n, err = c.CoreV1().Nodes().Get(ctx, "img", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(readyHeartbeat(n)).To(BeTemporally(">", first), "kwok heartbeats happened in between")
+	}, clusterTimeout, 200*time.Millisecond).Should(Succeed())
 	g.Expect(n.Status.Images).To(Equal(images))
 	g.Expect(nodeReady(n)).To(Equal(corev1.ConditionTrue))
 
@@ -385,7 +404,7 @@ func TestSetNodeReady(t *testing.T) {
 			}
 		}
 		return ""
-	}, 20*time.Second, 50*time.Millisecond).Should(Equal("False/Unschedulable"))
+	}, clusterTimeout, 50*time.Millisecond).Should(Equal("False/Unschedulable"))
 
 	begin = time.Now()
 	g.Expect(s.SetNodeReady(ctx, "flip", true)).To(Succeed())
@@ -396,7 +415,7 @@ func TestSetNodeReady(t *testing.T) {
 	g.Expect(n.Spec.Taints).To(BeEmpty())
 	g.Expect(n.Status.Images).To(Equal(images))
 	// And the held-back Job now runs.
-	g.Eventually(succeeded(ctx, c, ns, "stuck"), 30*time.Second, 100*time.Millisecond).Should(Equal(int32(1)))
+	g.Eventually(succeeded(ctx, c, ns, "stuck"), clusterTimeout, 100*time.Millisecond).Should(Equal(int32(1)))
 	g.Expect(s.DeleteNode(ctx, "flip")).To(Succeed())
 }
 
@@ -450,7 +469,7 @@ func TestSecondSandboxAndPullDelay(t *testing.T) {
 			return ""
 		}
 		return p.Status.Phase
-	}, 20*time.Second, 50*time.Millisecond).Should(Equal(corev1.PodRunning))
+	}, clusterTimeout, 50*time.Millisecond).Should(Equal(corev1.PodRunning))
 	g.Expect(time.Since(created)).To(BeNumerically(">=", 1500*time.Millisecond))
 
 	dir := s2.Dir()
@@ -517,7 +536,7 @@ func TestRunFailPrefix(t *testing.T) {
 			}
 		}
 		return false
-	}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+	}, clusterTimeout, 100*time.Millisecond).Should(BeTrue())
 	pods, err := jobPods(ctx, c, ns, "crash")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pods).To(HaveLen(1))
@@ -538,5 +557,5 @@ func TestRunFailPrefix(t *testing.T) {
 		g.Expect(waitingReason(p.Status.ContainerStatuses[0])).To(Equal("CrashLoopBackOff"))
 		g.Expect(p.Status.ContainerStatuses[0].LastTerminationState.Terminated).NotTo(BeNil())
 		g.Expect(p.Status.ContainerStatuses[1].State.Running).NotTo(BeNil())
-	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	}, clusterTimeout, 50*time.Millisecond).Should(Succeed())
 }

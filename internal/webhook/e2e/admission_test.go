@@ -21,6 +21,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/webhook/certs"
 	"github.com/kubefledged/kube-fledged/internal/webhook/validation/validationtest"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 const digest = validationtest.Digest
@@ -288,7 +289,7 @@ func TestReplicasShareOneCertificate(t *testing.T) {
 		key, err := os.ReadFile(filepath.Join(r.opts.CertDir, certs.KeyKey))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(key).To(Equal(s.Data[certs.KeyKey]))
-		g.Eventually(r.served).Should(Equal(derOf(g, s.Data[certs.KeyCert])), "certificate served on port %d", r.opts.Port)
+		g.Eventually(r.served).WithTimeout(framework.ClusterTimeout).Should(Equal(derOf(g, s.Data[certs.KeyCert])), "certificate served on port %d", r.opts.Port)
 		g.Expect(r.ready()).To(Succeed())
 	}
 	// Both replicas raced to create the Secret; one create won, and no
@@ -316,7 +317,7 @@ func TestResetBundleRepaired(t *testing.T) {
 	s, err := p.e.kube.CoreV1().Secrets(p.controller).Get(ctx, p.secret, metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() [][]byte { return configurationBundles(g, p.e, p.config) }).
-		WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).
+		WithTimeout(framework.ClusterTimeout).WithPolling(50 * time.Millisecond).
 		Should(HaveEach(Equal(s.Data[certs.KeyBundle])))
 	t.Logf("caBundle repaired in %s", time.Since(start).Round(time.Millisecond))
 	p.e.waitServing(t, p.ns)

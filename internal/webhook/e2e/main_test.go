@@ -228,7 +228,7 @@ func (e *env) waitServing(t *testing.T, ns string) {
 	g := NewWithT(t)
 	g.Eventually(func() error {
 		return e.c.Create(context.Background(), goodCache(ns, "probe"), client.DryRunAll)
-	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
 
 func goodCache(ns, name string) *v1alpha2.ImageCache { return validationtest.GoodCache(ns, name) }

@@ -19,6 +19,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/webhook"
 	"github.com/kubefledged/kube-fledged/internal/webhook/certs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 )
 
 // TestRotationWithoutFailedAdmissions rotates the certificate of three
@@ -143,7 +144,7 @@ func TestRotationWithoutFailedAdmissions(t *testing.T) {
 	}
 
 	start := time.Now()
-	g.Eventually(rotations).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(BeNumerically(">=", 3))
+	g.Eventually(rotations).WithTimeout(framework.ClusterTimeout).WithPolling(100 * time.Millisecond).Should(BeNumerically(">=", 3))
 	close(stop)
 	workers.Wait()
 	close(stopWatch)
@@ -168,7 +169,7 @@ func TestRotationWithoutFailedAdmissions(t *testing.T) {
 			}
 			der, _ := r.served()
 			return der
-		}).WithTimeout(10 * time.Second).Should(Equal(derOf(g, s.Data[certs.KeyCert])))
+		}).WithTimeout(framework.ClusterTimeout).Should(Equal(derOf(g, s.Data[certs.KeyCert])))
 	}
 }
 
@@ -241,7 +242,7 @@ func TestExternalCertificates(t *testing.T) {
 		_ = e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, config, metav1.DeleteOptions{})
 	})
 	e.waitServing(t, ns)
-	g.Eventually(r.ready).WithTimeout(5 * time.Second).Should(Succeed())
+	g.Eventually(r.ready).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 
 	ic := goodCache(ns, "ext")
 	ic.Spec.CacheSpec[0].Images = []string{"NGINX"}

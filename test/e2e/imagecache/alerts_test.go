@@ -94,7 +94,7 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(framework.Scrape(g, addr)).To(HaveKeyWithValue(fmt.Sprintf(`leader_election_master_status{name=%q}`, opts.LeaderElectionID), 1.0))
-	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(200 * time.Millisecond).Should(Succeed())
 	rec.event("leader")
 	// The leader releases the node at once: no cache applies to it, and its
 	// timeout is long past anyway.
@@ -162,7 +162,7 @@ func released(g Gomega, node string, taint *plan.StartupTaint) {
 		n := &corev1.Node{}
 		g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: node}, n)).To(Succeed())
 		g.Expect(taint.On(n)).To(BeFalse())
-	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "node %s released", node)
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(200*time.Millisecond).Should(Succeed(), "node %s released", node)
 }
 
 // sandboxSettings are the controller settings of the chart values the alert

@@ -48,7 +48,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
+	rec.Await(g, ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
 	g.Expect(podImages(c)).To(Equal([]string{"0 pods, 0 images"}))
 
 	// Created: its images, init container's included, are pulled at once.
@@ -71,7 +71,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), d)).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
+	rec.Await(g, ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
 	rs := c.Status.PodImages[0].Images[0].UsedBy
 	g.Expect(rs).To(HavePrefix(ns + "/ReplicaSet/web-"))
 	g.Expect(podImages(c)).To(Equal([]string{"1 pods, 2 images", "busybox:1.37 1 " + rs, "nginx:1.27 1 " + rs}))
@@ -93,7 +93,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(k8s.Update(context.Background(), d)).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.28", poolNodes...)))
+	rec.Await(g, ConsistOf(each("pull", "nginx:1.28", poolNodes...)))
 	var rs2 string
 	g.Eventually(func(g Gomega) {
 		c := &v1alpha2.ImageCache{}

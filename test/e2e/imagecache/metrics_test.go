@@ -3,7 +3,6 @@ package imagecache_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +23,7 @@ func TestMetrics(t *testing.T) {
 	// No cap binds: a node's Job then pulls all three images.
 	runController(t, func(o *commands.ControllerOptions) { o.MetricsAddr = addr; o.MaxJobsPerNode.Value = 3 })
 	var before map[string]float64
-	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 
 	t0 := framework.Tick()
 	bad := sandbox.FailPrefix + "metrics:1"
@@ -40,7 +39,7 @@ func TestMetrics(t *testing.T) {
 		g.Expect(delta(`kubefledged_operation_duration_seconds_count{operation="ImageCacheCreate",result="Failed"}`)).To(Equal(1.0))
 		// Counted from the informer's copy, which follows the write.
 		g.Expect(after[`kubefledged_imagecaches{status="Failed"}`]).To(BeNumerically(">=", 1))
-	}).WithTimeout(10 * time.Second).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 
 	if perNode() {
 		// A node's Job is failed by its image that cannot be pulled, as

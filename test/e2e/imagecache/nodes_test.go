@@ -84,7 +84,7 @@ func TestNewNodes(t *testing.T) {
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "fleet", withSelector(sel, "nginx:1.27", "redis:7.2")))).To(Succeed())
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
+	rec.Await(g, ConsistOf(append(each("pull", "nginx:1.27", pool+"-a", pool+"-b"), each("pull", "redis:7.2", pool+"-a", pool+"-b")...)))
 
 	// A node that joins while the controller is down is caught up when it
 	// is back, and only that node: a new process has no memory of what the
@@ -97,7 +97,7 @@ func TestNewNodes(t *testing.T) {
 	t3 := framework.Tick()
 	runController(t, nil)
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
+	rec.Await(g, ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
 
 	// A node joins.
 	t1 := framework.Tick()
@@ -105,8 +105,7 @@ func TestNewNodes(t *testing.T) {
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-c", Labels: sel})
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	firstJob := firstCreated(rec.Created())
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.27", pool+"-c")[0], each("pull", "redis:7.2", pool+"-c")[0]))
+	firstJob := firstCreated(rec.Await(g, ConsistOf(each("pull", "nginx:1.27", pool+"-c")[0], each("pull", "redis:7.2", pool+"-c")[0])))
 	t.Logf("new node: first Job %s after the node was created", firstJob.Sub(joined))
 	g.Expect(firstJob.Sub(joined)).To(BeNumerically("<", 10*time.Second))
 	hasEvent(g, ns, "fleet", "Normal", v1alpha2.ImageCacheReasonImageCacheNewNodes, "Images are being pulled on to new nodes: "+pool+"-c")
@@ -127,7 +126,7 @@ func TestNewNodes(t *testing.T) {
 		}
 	})
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t2, opTimeout)
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
+	rec.Await(g, ConsistOf(each("pull", "nginx:1.27", "sandbox-node-1")[0], each("pull", "redis:7.2", "sandbox-node-1")[0]))
 
 	// Several nodes join in a burst, some while the operation for the
 	// first ones runs: each still gets every image, once.
@@ -218,7 +217,7 @@ func TestNodeChoice(t *testing.T) {
 		for _, suffix := range tc.want {
 			want = append(want, "pull "+image+" "+pool+suffix)
 		}
-		g.Expect(rec.Take()).To(ConsistOf(want), tc.name)
+		rec.Await(g, ConsistOf(want), tc.name)
 		g.Expect(c.Status.Counts.Skipped).To(Equal(tc.skipped), tc.name)
 		g.Expect(c.Status.Counts.Desired).To(Equal(int32(len(tc.want))), tc.name)
 	}
@@ -251,6 +250,8 @@ func TestPacing(t *testing.T) {
 		g.Expect(c.Status.Counts.Succeeded).To(Equal(int32(2 * nodes)))
 		g.Expect(c.Status.Counts.Failed).To(Equal(int32(2 * nodes)))
 	}
+	// The log's watch can trail the final statuses read through Gets.
+	g.Eventually(func() int { _, _, total := inFlight(rec.Events()); return total }).WithTimeout(framework.ClusterTimeout).Should(Equal(2 * 4 * nodes))
 	peak, peakPerNode, total := inFlight(rec.Events())
 	t.Logf("pacing: %d Jobs, peak in flight %d (cap 3), peak per node %d (cap 1)", total, peak, peakPerNode)
 	g.Expect(total).To(Equal(2 * 4 * nodes))

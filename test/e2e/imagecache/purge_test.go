@@ -36,7 +36,7 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), cache)).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf("pull busybox:1.36 " + pool + "-ok"))
+	rec.Await(g, ConsistOf("pull busybox:1.36 "+pool+"-ok"))
 	g.Expect(c.Status.SkippedNodes).To(ConsistOf(
 		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipCordoned, Count: 1, Nodes: []string{pool + "-cordoned"}},
 		v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotReady, Count: 1, Nodes: []string{pool + "-notready"}},
@@ -51,8 +51,7 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	g.Expect(c.Status.Failures["busybox:1.36"][0].Node).To(Equal(pool + "-notready"))
 	g.Expect(c.Status.Failures["busybox:1.36"][0].Reason).To(Equal("NodeNotReady"))
 	g.Expect(c.Status.SkippedNodes).To(ConsistOf(v1alpha2.SkippedNodes{Reason: v1alpha2.SkipNotLinux, Count: 1, Nodes: []string{pool + "-windows"}}))
-	deletes := rec.Created()
-	g.Expect(rec.Take()).To(ConsistOf("delete busybox:1.36 "+pool+"-ok", "delete busybox:1.36 "+pool+"-cordoned"))
+	deletes := rec.Await(g, ConsistOf("delete busybox:1.36 "+pool+"-ok", "delete busybox:1.36 "+pool+"-cordoned"))
 	for _, j := range deletes {
 		pod := j.Spec.Template.Spec
 		g.Expect(pod.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "mirror-cred"}), j.Name)

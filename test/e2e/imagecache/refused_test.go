@@ -46,7 +46,7 @@ func TestRefusedJobs(t *testing.T) {
 	for _, ns := range []string{quotaNS, policyNS} {
 		g.Eventually(func() error {
 			return k8s.Create(ctx, probeJob(ns), client.DryRunAll)
-		}).WithTimeout(30 * time.Second).Should(Satisfy(func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }))
+		}).WithTimeout(framework.ClusterTimeout).Should(Satisfy(func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }))
 	}
 
 	// One Job per node at a time: a slot held by a refused create would
@@ -155,7 +155,7 @@ func TestStatusTooLarge(t *testing.T) {
 	// probe meanwhile.
 	g.Eventually(func() error {
 		return k8s.Status().Patch(ctx, probe.DeepCopy(), client.RawPatch(types.MergePatchType, body), client.DryRunAll)
-	}).WithTimeout(30 * time.Second).Should(Satisfy(apierrors.IsRequestEntityTooLargeError))
+	}).WithTimeout(framework.ClusterTimeout).Should(Satisfy(apierrors.IsRequestEntityTooLargeError))
 	g.Expect(k8s.Delete(ctx, probe)).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "many-failures"}
 	var bad []string

@@ -106,7 +106,7 @@ func TestRetentionMatrix(t *testing.T) {
 
 	// Deleting the cache takes its retained Jobs with it.
 	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
-	g.Eventually(func() map[string]int { return results(g, ns, "kept") }).WithTimeout(30 * time.Second).Should(BeEmpty())
+	g.Eventually(func() map[string]int { return results(g, ns, "kept") }).WithTimeout(framework.ClusterTimeout).Should(BeEmpty())
 }
 
 // TestRestart: a restarted controller deletes every leftover Job (retained
@@ -146,7 +146,7 @@ func TestRestart(t *testing.T) {
 	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" }) // deadline 8s
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
-	g.Expect(statuses()).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusAborted,
+	g.Expect(statuses(c)).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusAborted,
 		Reason: v1alpha2.ImageCacheReasonImagePullAborted, Message: v1alpha2.ImageCacheMessagePullingAborted}))
 	for _, j := range jobsOf(g, ns, client.MatchingLabels{}) {
 		g.Expect(old).NotTo(HaveKey(j.Name), "job %s survived the restart", j.Name)
@@ -154,8 +154,10 @@ func TestRestart(t *testing.T) {
 }
 
 // watchStatuses records every status, reason and message a cache passes
-// through.
-func watchStatuses(t *testing.T, ns, name string) func() []v1alpha2.ImageCacheStatus {
+// through. The returned function gives them up to the cache as upTo holds it
+// (read by a Get, as Final does): the watch runs beside that Get and may not
+// have delivered the last changes yet, so it waits until it has.
+func watchStatuses(t *testing.T, ns, name string) func(upTo client.Object) []v1alpha2.ImageCacheStatus {
 	w, err := k8s.Watch(context.Background(), &v1alpha2.ImageCacheList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +165,7 @@ func watchStatuses(t *testing.T, ns, name string) func() []v1alpha2.ImageCacheSt
 	t.Cleanup(w.Stop)
 	var mu sync.Mutex
 	var seen []v1alpha2.ImageCacheStatus
+	versions := map[string]bool{}
 	go func() {
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
@@ -172,11 +175,17 @@ func watchStatuses(t *testing.T, ns, name string) func() []v1alpha2.ImageCacheSt
 			if ok && c.Name == name {
 				mu.Lock()
 				seen = append(seen, v1alpha2.ImageCacheStatus{Status: c.Status.Status, Reason: c.Status.Reason, Message: c.Status.Message})
+				versions[c.ResourceVersion] = true
 				mu.Unlock()
 			}
 		}
 	}()
-	return func() []v1alpha2.ImageCacheStatus {
+	return func(upTo client.Object) []v1alpha2.ImageCacheStatus {
+		NewWithT(t).Eventually(func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return versions[upTo.GetResourceVersion()]
+		}).WithTimeout(framework.ClusterTimeout).Should(BeTrue(), "the watch delivers %s at resourceVersion %s", name, upTo.GetResourceVersion())
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]v1alpha2.ImageCacheStatus{}, seen...)

@@ -157,7 +157,7 @@ func waitWebhook(t *testing.T) {
 	probe := newCache("default", "webhook-probe", list("nginx:1.27"))
 	NewWithT(t).Eventually(func() error {
 		return k8s.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
-	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
 
 // namespace creates a namespace for one test and deletes its caches (and

@@ -47,7 +47,7 @@ func TestHelm(t *testing.T) {
 	install.ReleaseName = helmRelease
 	install.Namespace = helmNamespace
 	install.CreateNamespace = true
-	install.Timeout = time.Minute
+	install.Timeout = framework.ClusterTimeout
 	rel, err := install.Run(chrt, helmValues("retain"))
 	if err != nil {
 		t.Fatalf("helm install: %v", err)
@@ -64,7 +64,7 @@ func TestHelm(t *testing.T) {
 		setRetention: func(t *testing.T, policy string) {
 			upgrade := action.NewUpgrade(cfg)
 			upgrade.Namespace = helmNamespace
-			upgrade.Timeout = time.Minute
+			upgrade.Timeout = framework.ClusterTimeout
 			if _, err := upgrade.Run(helmRelease, chrt, helmValues(policy)); err != nil {
 				t.Fatalf("helm upgrade: %v", err)
 			}

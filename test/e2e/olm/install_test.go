@@ -40,7 +40,7 @@ import (
 )
 
 const (
-	timeout = 60 * time.Second
+	timeout = framework.ClusterTimeout
 	poll    = 250 * time.Millisecond
 )
 

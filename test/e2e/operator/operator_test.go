@@ -50,9 +50,9 @@ func TestMain(m *testing.M) {
 const (
 	// The sample CR's name, hence the release's and the objects' prefix.
 	release = "kubefledged"
-	// Generous for two cores shared with other packages' sandboxes; a
-	// release normally lands in a few seconds.
-	timeout = 60 * time.Second
+	// A release normally lands in a few seconds; on two cores shared with
+	// other packages' sandboxes it has taken past a minute.
+	timeout = framework.ClusterTimeout
 	poll    = 250 * time.Millisecond
 )
 

@@ -170,7 +170,7 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 			}
 		}
 		return states
-	}).WithTimeout(deadline).WithPolling(250 * time.Millisecond).Should(Equal(want))
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(250 * time.Millisecond).Should(Equal(want))
 	g.Eventually(func(g Gomega) []string {
 		l := &corev1.EventList{}
 		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
@@ -181,7 +181,7 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 			}
 		}
 		return got
-	}).WithTimeout(10 * time.Second).Should(And(
+	}).WithTimeout(framework.ClusterTimeout).Should(And(
 		ContainElement(And(HavePrefix("Warning Failed "), ContainSubstring(bad), ContainSubstring("not found"))),
 		ContainElement(HavePrefix("Normal BackOff Back-off pulling image")),
 	))
@@ -200,7 +200,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "update", node.Name(), first))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
-	g.Expect(rec.Take()).To(ConsistOf("pull " + first + " " + node.Name()))
+	rec.Await(g, ConsistOf("pull "+first+" "+node.Name()))
 
 	t1 := framework.Tick()
 	// The controller may still write the create's status; the edit goes on a fresh read.
@@ -213,7 +213,7 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	})).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
-	g.Expect(rec.Take()).To(ConsistOf("pull " + added + " " + node.Name()))
+	rec.Await(g, ConsistOf("pull "+added+" "+node.Name()))
 	g.Expect(inRuntime(g, first)).To(BeTrue())
 	g.Expect(inRuntime(g, added)).To(BeTrue())
 }
@@ -273,6 +273,6 @@ func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string, gr job
 		l := &corev1.PodList{}
 		g.Expect(k8s.List(context.Background(), l, client.InNamespace(ns))).To(Succeed())
 		g.Expect(l.Items).To(BeEmpty())
-	}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(250 * time.Millisecond).Should(Succeed())
 	t.Logf("retained Jobs and their pods gone %s after the restart", time.Since(begin).Round(time.Millisecond))
 }

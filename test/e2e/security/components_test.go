@@ -117,7 +117,7 @@ func startController(t *testing.T, w *world) *running {
 		}
 	})
 	// Serving once the apiserver admits through it.
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(framework.ClusterTimeout)
 	for {
 		probeCache := &v1alpha2.ImageCache{}
 		probeCache.Namespace, probeCache.Name = "default", "probe"
@@ -127,7 +127,7 @@ func startController(t *testing.T, w *world) *running {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the controller's webhook does not serve after 90s: %v / %v", err, r.alive())
+			t.Fatalf("the controller's webhook does not serve after %s: %v / %v", framework.ClusterTimeout, err, r.alive())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -155,10 +155,10 @@ func startOperator(t *testing.T, w *world) *running {
 			t.Error("the operator did not stop in 30s")
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(framework.ClusterTimeout)
 	for r.alive() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("the operator is not healthy after 60s: %v", r.alive())
+			t.Fatalf("the operator is not healthy after %s: %v", framework.ClusterTimeout, r.alive())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

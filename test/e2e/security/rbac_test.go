@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/golden"
 )
 
@@ -58,6 +60,28 @@ func join(ls ...[]access) []access {
 		out = append(out, l...)
 	}
 	return out
+}
+
+// inForce waits until the subject of cs may do every one of needs, and returns those it
+// still may not at the deadline. The API server authorizes from informers of the RBAC
+// objects, so the roles and bindings the setup applied just before come in force a moment
+// later, each kind at its own.
+func inForce(t *testing.T, cs kubernetes.Interface, needs []access) []string {
+	t.Helper()
+	var missing []string
+	deadline := time.Now().Add(framework.ClusterTimeout)
+	for {
+		missing = nil
+		for _, a := range needs {
+			if !can(t, cs, a) {
+				missing = append(missing, fmt.Sprintf("%s (%s)", a, a.why))
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			return missing
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // can asks the apiserver, as the impersonated subject, whether it may.
@@ -170,6 +194,7 @@ func TestRealCallsAsController(t *testing.T) {
 	setup(t)
 	g := NewWithT(t)
 	cs := kubernetes.NewForConfigOrDie(as(releaseNS, controllerSA))
+	g.Expect(inForce(t, cs, controllerNeeds())).To(BeEmpty(), "the controller's RBAC in force")
 	ctx := context.Background()
 	_, err := cs.BatchV1().Jobs("").List(ctx, metav1.ListOptions{LabelSelector: "app=kubefledged"})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -343,12 +368,8 @@ func TestRenderedBindingsGrantNoGroups(t *testing.T) {
 // and what everyone may.
 func checkRole(t *testing.T, cs kubernetes.Interface, who string, needs, excess, denied []access, namespaces []string) {
 	t.Helper()
-	var missing, leaked []string
-	for _, a := range needs {
-		if !can(t, cs, a) {
-			missing = append(missing, fmt.Sprintf("%s (%s)", a, a.why))
-		}
-	}
+	missing := inForce(t, cs, needs)
+	var leaked []string
 	for _, a := range denied {
 		if can(t, cs, a) {
 			leaked = append(leaked, fmt.Sprintf("%s (%s)", a, a.why))
@@ -462,7 +483,15 @@ func TestNameScopedListAndWatch(t *testing.T) {
 	}
 	cs := kubernetes.NewForConfigOrDie(as(releaseNS, sa))
 	one := metav1.ListOptions{FieldSelector: "metadata.name=" + secret}
-	g.Eventually(func() error { _, err := cs.CoreV1().Secrets(releaseNS).List(ctx, one); return err }).Should(Succeed())
+	oneVWC := metav1.ListOptions{FieldSelector: "metadata.name=" + vwc}
+	// The API server authorizes from informers of the RBAC objects, one per kind: each
+	// binding is in force at its own moment after its create.
+	g.Eventually(func(g Gomega) {
+		_, err := cs.CoreV1().Secrets(releaseNS).List(ctx, one)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, oneVWC)
+		g.Expect(err).NotTo(HaveOccurred())
+	}).WithTimeout(framework.ClusterTimeout).WithPolling(200 * time.Millisecond).Should(Succeed())
 	watch, err := cs.CoreV1().Secrets(releaseNS).Watch(ctx, one)
 	g.Expect(err).NotTo(HaveOccurred())
 	watch.Stop()
@@ -470,9 +499,6 @@ func TestNameScopedListAndWatch(t *testing.T) {
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing every Secret: %v", err)
 	_, err = cs.CoreV1().Secrets(releaseNS).Get(ctx, "some-other-secret", metav1.GetOptions{})
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "reading another Secret: %v", err)
-	oneVWC := metav1.ListOptions{FieldSelector: "metadata.name=" + vwc}
-	_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, oneVWC)
-	g.Expect(err).NotTo(HaveOccurred())
 	watch, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Watch(ctx, oneVWC)
 	g.Expect(err).NotTo(HaveOccurred())
 	watch.Stop()

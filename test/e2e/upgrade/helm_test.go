@@ -179,7 +179,7 @@ func TestFromHelmRelease(t *testing.T) {
 	g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
 
 	m := settled(g, c, "ml", "models")
-	g.Expect(statuses.of("ml/models")).To(ContainElement("Aborted/"+v1alpha2.ImageCacheReasonImagePullAborted),
+	g.Expect(statuses.of(g, m)).To(ContainElement("Aborted/"+v1alpha2.ImageCacheReasonImagePullAborted),
 		"the cache the original left Processing is aborted first")
 	g.Expect(m.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	g.Expect(m.Status.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheCreate))
@@ -200,9 +200,9 @@ func TestFromHelmRelease(t *testing.T) {
 		"created pull busybox:1.36.1 sandbox-node-1",
 		"deleted pull busybox:1.36.1 sandbox-node-1",
 	}
-	g.Eventually(seen).WithTimeout(10*time.Second).WithPolling(poll).Should(ContainElement(wantJobs[0]),
+	g.Eventually(seen).WithTimeout(timeout).WithPolling(poll).Should(ContainElement(wantJobs[0]),
 		"our start-up clean-up did not delete the original's leftover Job")
-	g.Eventually(seen).WithTimeout(10 * time.Second).WithPolling(poll).Should(HaveLen(len(wantJobs)))
+	g.Eventually(seen).WithTimeout(timeout).WithPolling(poll).Should(HaveLen(len(wantJobs)))
 	g.Consistently(seen).WithTimeout(2*time.Second).WithPolling(poll).Should(Equal(wantJobs), "Jobs created and deleted")
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(leftover), &batchv1.Job{}))).To(BeTrue())
 

@@ -29,12 +29,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/helmop"
 )
 
 const (
-	// Generous for two cores shared with other packages' sandboxes.
-	timeout = 90 * time.Second
+	// Helm's and the controllers' work, on two cores shared with other
+	// packages' sandboxes.
+	timeout = framework.ClusterTimeout
 	poll    = 250 * time.Millisecond
 
 	imageCacheCRD  = "imagecaches.kubefledged.io"

@@ -103,8 +103,9 @@ func jobsSeen(l *framework.JobLog) []string {
 // statusLog records every (status, reason) an ImageCache goes through, by
 // namespace/name, so that a state held for a moment (Aborted) is seen.
 type statusLog struct {
-	mu   sync.Mutex
-	seen map[string][]string
+	mu       sync.Mutex
+	seen     map[string][]string
+	versions map[string]bool // resourceVersions the watch delivered
 }
 
 func recordStatuses(t *testing.T, c client.WithWatch) *statusLog {
@@ -118,10 +119,15 @@ func recordStatuses(t *testing.T, c client.WithWatch) *statusLog {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	log := &statusLog{seen: map[string][]string{}}
+	log := &statusLog{seen: map[string][]string{}, versions: map[string]bool{}}
 	go func() {
 		for ev := range w.ResultChan() {
 			ic, ok := ev.Object.(*v1alpha2.ImageCache)
+			if ok {
+				log.mu.Lock()
+				log.versions[ic.ResourceVersion] = true
+				log.mu.Unlock()
+			}
 			if !ok || ev.Type != watch.Modified {
 				continue
 			}
@@ -137,10 +143,17 @@ func recordStatuses(t *testing.T, c client.WithWatch) *statusLog {
 	return log
 }
 
-func (l *statusLog) of(k string) []string {
+// of is what the cache went through up to ic, read by a Get: the watch runs beside that
+// Get and may not have delivered the last changes yet, so it waits until it has.
+func (l *statusLog) of(g Gomega, ic *v1alpha2.ImageCache) []string {
+	g.Eventually(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.versions[ic.ResourceVersion]
+	}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "the watch delivers %s/%s at resourceVersion %s", ic.Namespace, ic.Name, ic.ResourceVersion)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string{}, l.seen[k]...)
+	return append([]string{}, l.seen[key(ic.Namespace, ic.Name)]...)
 }
 
 // settled waits until a cache has finished an operation of ours (it then

@@ -28,6 +28,11 @@ func TestStart(t *testing.T) {
 	g.Expect(cmd.ProcessState.ExitCode()).To(Equal(3))
 }
 
+// childTimeout bounds a wait on a child process: gomega's default second is short for a
+// shell to start and fork on a loaded machine. (framework.ClusterTimeout's value; this
+// leaf package cannot import the framework.)
+const childTimeout = 5 * time.Minute
+
 // Stop ends the whole process group: the shell and what it forked.
 func TestChildStop(t *testing.T) {
 	g := NewWithT(t)
@@ -43,7 +48,7 @@ func TestChildStop(t *testing.T) {
 		raw, _ := os.ReadFile(log.Name())
 		lines = strings.Split(strings.TrimSpace(string(raw)), "\n")
 		return lines
-	}).Should(HaveLen(2), "the shell has set its trap and forked")
+	}).WithTimeout(childTimeout).Should(HaveLen(2), "the shell has set its trap and forked")
 	g.Expect(c.Exited()).To(BeFalse())
 	c.Stop(200 * time.Millisecond) // the shell ignores SIGTERM: SIGKILL ends it
 	g.Expect(c.Exited()).To(BeTrue())
@@ -53,7 +58,7 @@ func TestChildStop(t *testing.T) {
 	var sleeper int
 	_, err = fmt.Sscan(lines[1], &sleeper)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() bool { return dead(sleeper) }).Should(BeTrue(), "the forked sleep died with its group")
+	g.Eventually(func() bool { return dead(sleeper) }).WithTimeout(childTimeout).Should(BeTrue(), "the forked sleep died with its group")
 }
 
 // dead says whether pid is gone or a zombie no one has reaped yet (its parent, the shell, was

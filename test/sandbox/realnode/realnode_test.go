@@ -193,7 +193,9 @@ func createPod(t *testing.T, ctx context.Context, kube kubernetes.Interface, n *
 	}
 	begin := time.Now()
 	last := pod
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// The kubelet's pull and start on a loaded machine, bounded as framework.ClusterTimeout
+	// bounds it (the framework imports this package), and by the test's ctx.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

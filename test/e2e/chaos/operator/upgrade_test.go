@@ -102,8 +102,8 @@ func TestOperatorKilledDuringUpgrade(t *testing.T) {
 		case "pending-upgrade":
 			select {
 			case <-pending:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("no pending-upgrade revision in 60s:\n%s", p.Tail(20))
+			case <-time.After(framework.ClusterTimeout):
+				t.Fatalf("no pending-upgrade revision in %s:\n%s", framework.ClusterTimeout, p.Tail(20))
 			}
 		default:
 			time.Sleep(time.Duration(rng.Intn(1500)) * time.Millisecond)
@@ -140,7 +140,7 @@ func count(p *chaos.Process, text string) int {
 // converge waits until the release runs the resource's spec, by itself.
 func converge(t *testing.T, e *chaos.Env, key client.ObjectKey, deadline string, p *chaos.Process, w *releaseWatch) {
 	t.Helper()
-	end := time.Now().Add(2 * time.Minute)
+	end := time.Now().Add(framework.ClusterTimeout)
 	for {
 		err := converged(e, key, deadline, w)
 		if err == nil {

@@ -77,7 +77,7 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *framework.JobLog, round int
 	first := make(chan *chaos.Process, 2)
 	for _, p := range []*chaos.Process{a, b} {
 		go func(p *chaos.Process) {
-			wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			wctx, cancel := context.WithTimeout(ctx, framework.ClusterTimeout)
 			defer cancel()
 			if _, err := p.WaitLine(wctx, acquired); err == nil {
 				first <- p
@@ -87,8 +87,8 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *framework.JobLog, round int
 	var leader, other *chaos.Process
 	select {
 	case leader = <-first:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("no replica became leader in 90s:\n%s\n%s", a.Tail(20), b.Tail(20))
+	case <-time.After(framework.ClusterTimeout):
+		t.Fatalf("no replica became leader in %s:\n%s\n%s", framework.ClusterTimeout, a.Tail(20), b.Tail(20))
 	}
 	other = b
 	if leader == b {
@@ -98,6 +98,8 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *framework.JobLog, round int
 		t.Fatal(err)
 	}
 
+	// Subscribed before the caches exist, or their first Jobs could come unseen.
+	events, unsubscribe := jobLog.Subscribe()
 	var keys []client.ObjectKey
 	for i := 0; i < 3; i++ {
 		var imgs []string
@@ -108,16 +110,16 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *framework.JobLog, round int
 		g.Expect(e.Client.Create(ctx, ic)).To(Succeed())
 		keys = append(keys, client.ObjectKeyFromObject(ic))
 	}
-	events, unsubscribe := jobLog.Subscribe()
 	created := 0
+	deadline := time.After(framework.ClusterTimeout)
 	for created < 5 {
 		select {
 		case ev := <-events:
 			if ev.Type == watch.Added && ev.Job.Namespace == ns {
 				created++
 			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("the leader created %d Jobs in 60s", created)
+		case <-deadline:
+			t.Fatalf("the leader created %d Jobs in %s", created, framework.ClusterTimeout)
 		}
 	}
 	unsubscribe()

@@ -82,7 +82,7 @@ func restartDuring(t *testing.T, e *chaos.Env, p *chaos.Process, jobLog *framewo
 	// Restart once the first Jobs exist and the rest are still to come: 27
 	// pulls at three per node take several rounds.
 	created := 0
-	timeout := time.After(60 * time.Second)
+	timeout := time.After(framework.ClusterTimeout)
 	for created < 4 {
 		select {
 		case ev := <-events:
@@ -90,7 +90,7 @@ func restartDuring(t *testing.T, e *chaos.Env, p *chaos.Process, jobLog *framewo
 				created++
 			}
 		case <-timeout:
-			t.Fatalf("only %d Jobs created in 60s", created)
+			t.Fatalf("only %d Jobs created in %s", created, framework.ClusterTimeout)
 		}
 	}
 	starts := map[client.ObjectKey]time.Time{}
