@@ -22,11 +22,6 @@ import (
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
-// faultDeadline bounds the disruption test's waits: each is on another
-// process (our controller, the Job controller, kwok) and ends at its event,
-// which a loaded machine delays by tens of seconds; only a fault takes this long.
-const faultDeadline = 5 * time.Minute
-
 // TestDisruptions takes away what an operation depends on while it runs:
 // its Jobs, its pods, a node. Others act on the cluster too (an admin
 // cleaning up, the cluster autoscaler removing a node), and an operation
@@ -103,13 +98,13 @@ func TestDisruptions(t *testing.T) {
 			disrupted[img+"@"+j.Node] = true
 		}
 	}
-	timeout := time.After(faultDeadline)
+	timeout := time.After(framework.ClusterTimeout)
 	for deletedJobs < 3 || deletedPods < 3 || !nodeGone {
 		var ev framework.JobEvent
 		select {
 		case ev = <-events:
 		case <-timeout:
-			t.Fatalf("disruptions not all made in %s: jobs %d, pods %d, node %v", faultDeadline, deletedJobs, deletedPods, nodeGone)
+			t.Fatalf("disruptions not all made in %s: jobs %d, pods %d, node %v", framework.ClusterTimeout, deletedJobs, deletedPods, nodeGone)
 		}
 		if ev.Type != watch.Added || ev.Job.Namespace != ns {
 			continue
@@ -142,7 +137,7 @@ func TestDisruptions(t *testing.T) {
 	g := NewWithT(t)
 	reasons := map[string][]string{}
 	for _, ic := range []*v1alpha2.ImageCache{jobsDeleted, podsDeleted, nodeLost} {
-		got := e.WaitFinal(t, client.ObjectKeyFromObject(ic), "", faultDeadline)
+		got := e.WaitFinal(t, client.ObjectKeyFromObject(ic), "", framework.ClusterTimeout)
 		st := got.Status
 		what := fmt.Sprintf("%s: %s %q failures=%v counts=%+v", ic.Name, st.Status, st.Message, st.Failures, st.Counts)
 		g.Expect(st.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), what)
@@ -208,7 +203,7 @@ func deleteJob(ctx context.Context, e *Env, ns, name string) error {
 // no pod to delete and is no fault.
 func deletePodsOf(ctx context.Context, e *Env, ns, job string) error {
 	var deleted bool
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, faultDeadline, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, framework.ClusterTimeout, true, func(ctx context.Context) (bool, error) {
 		pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
 		if err != nil {
 			return false, nil
