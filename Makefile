@@ -122,7 +122,7 @@ test-monitoring: ## The chart's alerts on recorded controller scrapes, and its d
 # their seed corpora run in every `go test`.
 FUZZ_TARGETS = ./internal/images:FuzzNormalize ./internal/results:FuzzAtDeadline \
 	./internal/results:FuzzSettle ./internal/webhook:FuzzAdmissionDecode \
-	./internal/operator:FuzzTranslate ./internal/jobs:FuzzNames
+	./internal/operator:FuzzTranslate ./internal/jobs:FuzzNames ./internal/jobs:FuzzParseUIDRange
 
 # The packages that need no sandbox: the pure decisions, the reconciler on a
 # fake client, the webhook's rules, the commands. The inner loop.

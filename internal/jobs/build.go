@@ -62,10 +62,15 @@ type Options struct {
 	PullTolerations []corev1.Toleration
 }
 
-// Owner is the cache and operation a Job belongs to.
+// Owner is the cache and operation a Job belongs to, and what of the
+// cache's namespace shapes the Job.
 type Owner struct {
 	Cache     *v1alpha2.ImageCache
 	Operation string
+	// PullUser is the UID the pull containers run as (PullUser reads it
+	// from the namespace); 0 means DefaultPullUser. It comes in here, not
+	// through Options, because it differs from namespace to namespace.
+	PullUser int64
 }
 
 // HelperBinary is where our binary lives in our own image.
@@ -98,7 +103,7 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	var pod corev1.PodSpec
 	switch w.Kind {
 	case Pull:
-		pod = pullPod([]Work{w}, opts, false)
+		pod = pullPod([]Work{w}, opts, o.pullUser(), false)
 	case Delete:
 		p, err := deletePod(w, opts)
 		if err != nil {
@@ -182,7 +187,7 @@ func wrap(o Owner, kind Kind, node string, tolerations []corev1.Toleration, name
 // thereby pulled onto the node. Its containers run side by side: the
 // kubelet pulls their images independently, and one that cannot be pulled
 // leaves the others be.
-func pullPod(ws []Work, opts Options, perNode bool) corev1.PodSpec {
+func pullPod(ws []Work, opts Options, user int64, perNode bool) corev1.PodSpec {
 	containers := make([]corev1.Container, len(ws))
 	for k, w := range ws {
 		policy := corev1.PullIfNotPresent
@@ -199,7 +204,7 @@ func pullPod(ws []Work, opts Options, perNode bool) corev1.PodSpec {
 			ImagePullPolicy:          policy,
 			Command:                  []string{binDir + "/kubefledged", "exit"},
 			VolumeMounts:             []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}},
-			SecurityContext:          restricted(),
+			SecurityContext:          restricted(user),
 			Resources:                res,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		}
@@ -215,7 +220,7 @@ func pullPod(ws []Work, opts Options, perNode bool) corev1.PodSpec {
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Command:         []string{HelperBinary, "copy-self", "--to=" + binDir + "/kubefledged"},
 			VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
-			SecurityContext: restricted(),
+			SecurityContext: restricted(user),
 			Resources:       smallResources(),
 		}},
 		Containers: containers,
@@ -233,9 +238,8 @@ func deletePod(w Work, opts Options) (corev1.PodSpec, error) {
 		}
 		socket = s
 	}
-	sc := restricted()
+	sc := restricted(0)
 	sc.RunAsNonRoot = ptr.To(false)
-	sc.RunAsUser = ptr.To[int64](0)
 	return corev1.PodSpec{
 		HostNetwork: opts.DeleteHostNetwork,
 		Volumes: []corev1.Volume{{
@@ -293,10 +297,22 @@ func pinTo(node string) *corev1.Affinity {
 	}}
 }
 
-func restricted() *corev1.SecurityContext {
+// pullUser is the UID of the pull containers, DefaultPullUser unless the
+// namespace gave one.
+func (o Owner) pullUser() int64 {
+	if o.PullUser > 0 {
+		return o.PullUser
+	}
+	return DefaultPullUser
+}
+
+// restricted is the security context of Pod Security's restricted level,
+// run as user: a UID is always named, since the images pulled are anyone's
+// and may say USER root.
+func restricted(user int64) *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		RunAsNonRoot:             ptr.To(true),
-		RunAsUser:                ptr.To[int64](65534),
+		RunAsUser:                ptr.To(user),
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

@@ -84,7 +84,7 @@ func BuildNode(o Owner, ws []Work, opts Options) (*batchv1.Job, error) {
 		AnnotationNode:    node.Name,
 		AnnotationRuntime: node.Runtime,
 	}
-	return wrap(o, Pull, node.Name, tolerations, NodeJobName(o.Cache.Name, o.Operation, ws), ann, pullPod(ws, opts, true), opts), nil
+	return wrap(o, Pull, node.Name, tolerations, NodeJobName(o.Cache.Name, o.Operation, ws), ann, pullPod(ws, opts, o.pullUser(), true), opts), nil
 }
 
 // ImagesOf is what a Job of ours works on: the image of a Job per (image,

@@ -73,7 +73,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		return 0
 	}
 	creates := r.group(cache, op, todo)
-	owner := jobs.Owner{Cache: cache, Operation: op.id}
+	owner := jobs.Owner{Cache: cache, Operation: op.id, PullUser: op.pullUser}
 	errs := make([]error, len(creates))
 	_, _ = inParallel(len(creates), r.Config.WriteParallelism, func(k int) error {
 		var job *batchv1.Job

@@ -68,6 +68,10 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	if err := r.deleteReplacedJobs(ctx, cache, p.Work); err != nil {
 		return ctrl.Result{}, err
 	}
+	user, err := r.pullUser(ctx, cache)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 
 	now := r.Clock.Now()
 	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items, r.Config.StartupTaint)
@@ -78,7 +82,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, unmatched: p.Unmatched,
-		consumes: consumedAnnotations(kind, cache.Annotations),
+		consumes: consumedAnnotations(kind, cache.Annotations), pullUser: user,
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",

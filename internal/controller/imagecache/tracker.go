@@ -86,6 +86,11 @@ type operation struct {
 	backoff       time.Duration
 	retryAt       time.Time
 
+	// pullUser is the UID of the pull containers, read from the
+	// namespace when the operation started: its Jobs, retried creates
+	// and joining nodes' among them, all run as the same user.
+	pullUser int64
+
 	// consumes are the on-demand annotations this operation acts on, with
 	// the value each had at its start: its end removes them, unless a user
 	// set them again meanwhile.

@@ -121,6 +121,7 @@ func controllerNeeds() []access {
 		allow("create,delete,deletecollection,list,watch,patch", "batch", "jobs", "", "", "pull/delete Jobs next to each cache; the retain policy labels them; clean-ups delete them by label"),
 		allow("list,watch", "", "pods", "", "", "informer of the Jobs' pods, for failure reasons; fromPods' informer of every pod's images"),
 		allow("list,watch", "", "namespaces", "", "", "fromPods selects pods by their namespace's labels"),
+		allow("get", "", "namespaces", "", "", "an operation's start reads its namespace's OpenShift UID range (pullUser)"),
 		allow("list,watch", "", "nodes", "", "", "eligible nodes, node joins"),
 		allow("create,patch", "", "events", "", "", "events on caches"),
 		allow("list", "", "events", "", "", "a pull pending at the deadline is explained by its pod's events"),

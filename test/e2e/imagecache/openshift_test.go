@@ -1,0 +1,106 @@
+package imagecache_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/framework/scc"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
+)
+
+// TestOpenShiftCreateAndRefresh: in a namespace that OpenShift gave a UID
+// range, under the emulation of its SCC admission and with Pod Security
+// restricted enforced too, a create and a refresh that has pulls to do both
+// succeed: every pull pod is admitted by restricted-v2 and runs as the
+// range's first UID. Before the controller read the range, its pulls ran as
+// 65534, restricted-v2 refused their pods, and every pull ended NoPod.
+func TestOpenShiftCreateAndRefresh(t *testing.T) {
+	g := NewWithT(t)
+	env(t)
+	const first = int64(1000680000)
+	e := scc.Start(t, sandbox.Get().Config())
+	ns := e.Namespace(t, "e2e-scc-", "1000680000/10000", map[string]string{
+		"pod-security.kubernetes.io/enforce":         "restricted",
+		"pod-security.kubernetes.io/enforce-version": "latest",
+	})
+	for _, n := range allNodes() {
+		g.Expect(sandbox.Get().SetNodeImages(context.Background(), n, nil)).To(Succeed())
+	}
+	pods := watchPods(t, ns)
+	rec := framework.RecordJobs(t, kube, ns, nil)
+	runController(t, nil)
+	key := client.ObjectKey{Namespace: ns, Name: "web"}
+
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "web", list("nginx:1.21", "redis:7")))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Failures).To(BeEmpty())
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
+
+	// A node that lost the images gets them again, by pods admitted the
+	// same way.
+	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/redis:7")
+	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
+	t1 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t1, opTimeout)
+	g.Expect(c.Status.Failures).To(BeEmpty())
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "redis:7", "sandbox-node-1")[0]))
+
+	seen := pods()
+	want := 2*nodes + 2 // a pod per (image, node)
+	if perNode() {
+		want = nodes + 1 // a pod per node
+	}
+	g.Expect(seen).To(HaveLen(want), "the pull pods of the create and of the refresh")
+	for _, p := range seen {
+		g.Expect(p.Annotations).To(HaveKeyWithValue(scc.AnnotationSCC, scc.RestrictedV2), p.Name)
+		for _, ct := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			g.Expect(ct.SecurityContext.RunAsUser).To(HaveValue(Equal(first)), "pod %s container %s", p.Name, ct.Name)
+		}
+	}
+}
+
+// watchPods records the pull pods created in ns, as admitted.
+func watchPods(t *testing.T, ns string) func() []corev1.Pod {
+	t.Helper()
+	w, err := kube.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: jobs.LabelKind + "=" + string(jobs.Pull)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	byName := map[string]corev1.Pod{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+				mu.Lock()
+				byName[p.Name] = *p
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []corev1.Pod {
+		// Let the last ADDED events of the operation arrive.
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		var out []corev1.Pod
+		for _, p := range byName {
+			out = append(out, p)
+		}
+		return out
+	}
+}
