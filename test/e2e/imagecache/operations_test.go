@@ -167,7 +167,7 @@ func TestPeriodicRefresh(t *testing.T) {
 func TestFailedPull(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	runController(t, nil) // deadline 8s
+	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "broken"}
 	bad := sandbox.FailPrefix + "missing:1"
 	t0 := framework.Tick()
@@ -183,7 +183,7 @@ func TestFailedPull(t *testing.T) {
 		g.Expect(f.Message).To(ContainSubstring(bad))
 	}
 	took := c.Status.CompletionTime.Sub(c.Status.StartTime.Time)
-	g.Expect(took).To(BeNumerically("<=", 8*time.Second+10*time.Second), "took %s", took)
+	g.Expect(took).To(BeNumerically("<=", pullDeadline+10*time.Second), "took %s", took)
 	hasEvent(g, ns, "broken", "Warning", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages)
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "broken"})) }).WithTimeout(framework.ClusterTimeout).Should(BeZero())
 }
@@ -282,7 +282,7 @@ func TestSpecEditDuringOperation(t *testing.T) {
 func TestJobsDeletedMidOperation(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	// A deleted Job is settled at the deadline. The suite's 8 s could pass before a loaded
+	// A deleted Job is settled at the deadline. The suite's pullDeadline could pass before a loaded
 	// machine has let the test see every Job and delete it; the Jobs would then be settled
 	// as running at their deadline, not as deleted.
 	const deadline = 30 * time.Second

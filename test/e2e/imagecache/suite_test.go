@@ -118,6 +118,14 @@ func installWebhook(ctx context.Context) error {
 	return nil
 }
 
+// pullDeadline is the suite's --image-pull-deadline-duration. A good image's
+// pull must finish within it: the Job controller creates the pod, the scheduler
+// binds it, kwok runs it and the controller reads it, each a process of its own,
+// which a CI machine with both cores busy slows many times over (the Job
+// controller alone once took over 30 s for a pod). 8 s lost that race under
+// load; 20 s is what a hanging image costs each test that waits for one.
+const pullDeadline = 20 * time.Second
+
 // runController starts the controller in-process with test-sized timings and
 // returns a function that stops it (and is also run at the test's end).
 func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop func()) {
@@ -133,7 +141,7 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 	o.Webhook.ConfigurationName = webhookConfig
 	o.Webhook.ExtraHosts = []string{"127.0.0.1"}
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
-	o.Deadline.Value = 8 * time.Second
+	o.Deadline.Value = pullDeadline
 	o.RefreshEvery.Value = 0
 	o.HelperImage = "example.test/kubefledged:e2e"
 	if err := o.PullJobs.Set(granularity); err != nil {
