@@ -257,6 +257,11 @@ const (
 	SkipNotLinux          = "NotLinux"
 )
 
+// ReadyReasonNodesSkipped is the reason of a Ready condition that is False
+// because nodes the lists select were left out of the pulls (see the Skip
+// reasons) and do not report every image; its message names them.
+const ReadyReasonNodesSkipped = "NodesSkipped"
+
 // Condition types.
 const (
 	ConditionReady       = "Ready"
