@@ -209,9 +209,10 @@ type ImageCacheStatus struct {
 	// +listType=map
 	// +listMapKey=list
 	PodImages []ListPodImages `json:"podImages,omitempty"`
-	// Conditions: Ready (the latest operation left every image in place)
-	// and Progressing (an operation runs), for GitOps tools; PodsResolved
-	// when a list has fromPods.
+	// Conditions: Ready (every node a list selects holds every image: False
+	// with reason Failed when a pair failed, NodesSkipped when a node the
+	// pulls left out lacks an image) and Progressing (an operation runs),
+	// for GitOps tools; PodsResolved when a list has fromPods.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
