@@ -209,9 +209,10 @@ type ImageCacheStatus struct {
 	// +listType=map
 	// +listMapKey=list
 	PodImages []ListPodImages `json:"podImages,omitempty"`
-	// Conditions: Ready (the latest operation left every image in place)
-	// and Progressing (an operation runs), for GitOps tools; PodsResolved
-	// when a list has fromPods.
+	// Conditions: Ready (every node a list selects holds every image: False
+	// with reason Failed when a pair failed, NodesSkipped when a node the
+	// pulls left out lacks an image) and Progressing (an operation runs),
+	// for GitOps tools; PodsResolved when a list has fromPods.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -256,6 +257,11 @@ const (
 	SkipTaintNotTolerated = "TaintNotTolerated"
 	SkipNotLinux          = "NotLinux"
 )
+
+// ReadyReasonNodesSkipped is the reason of a Ready condition that is False
+// because nodes the lists select were left out of the pulls (see the Skip
+// reasons) and do not report every image; its message names them.
+const ReadyReasonNodesSkipped = "NodesSkipped"
 
 // Condition types.
 const (

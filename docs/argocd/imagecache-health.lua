@@ -28,21 +28,33 @@ if st.progress ~= nil and st.progress ~= "" then
 end
 
 -- Ready keeps the outcome of the last finished operation while another runs.
-local lastFailed = false
+-- It is True only when every node the lists select holds every image: False
+-- with reason Failed when a pull failed, NodesSkipped when a node the pulls
+-- left out (cordoned, NotReady, not Linux) lacks an image.
+local ready = nil
 if st.conditions ~= nil then
   for _, c in ipairs(st.conditions) do
-    if c.type == "Ready" and c.status == "False" and c.reason == "Failed" then
-      lastFailed = true
+    if c.type == "Ready" then
+      ready = c
     end
   end
 end
+local lastFailed = ready ~= nil and ready.status == "False" and ready.reason == "Failed"
+local nodesSkipped = ready ~= nil and ready.status == "False" and ready.reason == "NodesSkipped"
 
 if st.status == "Processing" then
   hs.status = "Progressing"
   hs.message = (st.reason or "An operation") .. " is running" .. progress
   if lastFailed then
     hs.message = hs.message .. "; the previous operation Failed"
+  elseif nodesSkipped then
+    hs.message = hs.message .. "; the previous operation left nodes without the images"
   end
+elseif st.status == "Succeeded" and nodesSkipped then
+  -- The pulls that could run succeeded, but selected nodes were left out
+  -- and lack images: not Healthy.
+  hs.status = "Degraded"
+  hs.message = ready.message or "Nodes the cache selects were left out and lack its images"
 elseif st.status == "Succeeded" then
   hs.status = "Healthy"
   hs.message = st.message or "Succeeded"
@@ -51,6 +63,10 @@ elseif st.status == "NoImagesPulledOrDeleted" then
   -- and a matching node that joins gets the images.
   hs.status = "Healthy"
   hs.message = st.message or "No node matches the cache's node selectors"
+elseif st.status == "Failed" and nodesSkipped and st.failures == nil then
+  -- Every node that matched was left out: no pull could run.
+  hs.status = "Degraded"
+  hs.message = ready.message or "Every node the cache selects was left out"
 elseif st.status == "Failed" then
   hs.status = "Degraded"
   hs.message = st.message or "Failed"

@@ -61,6 +61,9 @@ func TestBuild(t *testing.T) {
 	heldOtherEffect := node("held-noexecute", map[string]string{"tier": "web"})
 	heldOtherEffect.Spec.Taints = []corev1.Taint{{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoExecute}}
 	startupNodes := []corev1.Node{nodes[0], held, heldGPU, heldOtherEffect}
+	withRedis := []corev1.Node{node("a", map[string]string{"tier": "web"}, "docker.io/library/redis:7"), node("b", map[string]string{"tier": "db"}, "redis:7")}
+	cordonedWithNginx := node("cordoned-nginx", nil, "nginx:1.21")
+	cordonedWithNginx.Spec.Unschedulable = true
 	cases := []struct {
 		name          string
 		in            Input
@@ -71,6 +74,9 @@ func TestBuild(t *testing.T) {
 		wantSkippedBy map[string]string
 		wantUnmatched []string
 		wantUnreach   []string
+		// wantLacking, when nil, is wantSkippedBy for pulls (no skipped
+		// node of these cases reports its image) and nothing for a purge.
+		wantLacking map[string]string
 	}{
 		{
 			name:        "cordoned and NotReady nodes are skipped and counted; taints tolerated by default",
@@ -152,12 +158,13 @@ func TestBuild(t *testing.T) {
 			want: []string{"delete nginx:1.21 a"},
 		},
 		{
-			name: "update pulls only what a list gains and deletes what it loses",
+			name: "update pulls what a list gains and deletes what it loses; what the nodes report is not pulled again",
 			in: Input{Op: Update,
 				Spec:  spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7", "postgres:16"}}),
 				Prior: &v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"redis:7", "mysql:8"}}}},
-				Nodes: nodes},
-			want: []string{"pull postgres:16 a", "pull postgres:16 b", "delete mysql:8 a", "delete mysql:8 b"},
+				Nodes: withRedis},
+			want:        []string{"pull postgres:16 a", "pull postgres:16 b", "delete mysql:8 a", "delete mysql:8 b"},
+			wantPresent: 2,
 		},
 		{
 			name: "update with a new list pulls all of it; a lost list deletes all of it",
@@ -165,8 +172,37 @@ func TestBuild(t *testing.T) {
 				Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}, v1alpha2.CacheSpecImages{Images: []string{"memcached:1"}, NodeSelector: map[string]string{"tier": "db"}}),
 				Prior: &v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"redis:7"}}, {Images: []string{"x:1"}},
 					{Images: []string{"y:1"}, NodeSelector: map[string]string{"tier": "web"}}}},
+				Nodes: withRedis},
+			want:        []string{"pull memcached:1 b", "delete x:1 a", "delete x:1 b", "delete y:1 a"},
+			wantPresent: 2,
+		},
+		{
+			// An edit of imagePullSecrets, a label or the order of a list
+			// gains no image: a pair the last operation failed, or a node
+			// lost since, must be pulled again all the same.
+			name: "update with the same images pulls again every pair a node does not report",
+			in: Input{Op: Update,
+				Spec:  spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7", "nginx:1.21"}}),
+				Prior: &v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"nginx:1.21", "redis:7"}}}},
 				Nodes: nodes},
-			want: []string{"pull memcached:1 b", "delete x:1 a", "delete x:1 b", "delete y:1 a"},
+			want:        []string{"pull redis:7 a", "pull redis:7 b", "pull nginx:1.21 b"},
+			wantPresent: 1,
+		},
+		{
+			name: "update: a list whose nodes are all left out says so, as a create does",
+			in: Input{Op: Update,
+				Spec:  spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"tier": "web"}}),
+				Prior: &v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{{Images: []string{"redis:7"}, NodeSelector: map[string]string{"tier": "web"}}}},
+				Nodes: []corev1.Node{cordoned, notReady}},
+			wantSkipped: 2, wantSkippedBy: map[string]string{"cordoned": "Cordoned", "notready": "NotReady"},
+			wantUnmatched: []string{"cacheSpec[0] (nodeSelector tier=web) matches 2 node(s), none eligible: 1 Cordoned, 1 NotReady"},
+		},
+		{
+			name:        "a skipped node that reports the image does not lack it",
+			in:          Input{Op: Refresh, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"nginx:1.21"}}), Nodes: []corev1.Node{cordonedWithNginx, notReady}},
+			wantSkipped: 2, wantSkippedBy: map[string]string{"cordoned-nginx": "Cordoned", "notready": "NotReady"},
+			wantLacking:   map[string]string{"notready": "NotReady"},
+			wantUnmatched: []string{"cacheSpec[0] (no nodeSelector) matches 2 node(s), none eligible: 1 Cordoned, 1 NotReady"},
 		},
 		{
 			name: "update after a purge (no prior spec) pulls everything",
@@ -210,6 +246,11 @@ func TestBuild(t *testing.T) {
 			g.Expect(p.Skipped).To(Equal(c.wantSkipped))
 			g.Expect(p.Unmatched).To(Equal(c.wantUnmatched))
 			g.Expect(p.SkippedNodes).To(Equal(c.wantSkippedBy))
+			wantLacking := c.wantLacking
+			if wantLacking == nil && c.in.Op != Purge {
+				wantLacking = c.wantSkippedBy
+			}
+			g.Expect(p.Lacking).To(Equal(wantLacking))
 			var unreach []string
 			for _, u := range p.Unreachable {
 				unreach = append(unreach, u.Image+" "+u.Node+" "+u.Reason)

@@ -23,6 +23,12 @@ type Plan struct {
 	Desired, Skipped int
 	// SkippedNodes are the nodes left out, with the reason of each.
 	SkippedNodes map[string]string
+	// Lacking are the skipped nodes (with their reason) that do not report
+	// an image a list wants on them: a pull operation cannot call the cache
+	// Ready while one exists, however well its own Jobs did. A skipped node
+	// that reports every image (a cordoned node drained after its pulls)
+	// holds the cache and is not here.
+	Lacking map[string]string
 	// Unmatched describes each list that has no eligible node at all, so
 	// that "nothing to do" says why (#233).
 	Unmatched []string
@@ -80,6 +86,24 @@ func Build(in Input) Plan {
 			}
 		}
 	}
+	var byName map[string]*corev1.Node
+	lacking := func(image string, ref images.Ref, left skipped) {
+		if byName == nil {
+			byName = make(map[string]*corev1.Node, len(nodes))
+			for i := range nodes {
+				byName[nodes[i].Name] = &nodes[i]
+			}
+		}
+		for n, why := range left {
+			if _, known := p.Lacking[n]; known || images.PresentOn(byName[n], ref) {
+				continue
+			}
+			if p.Lacking == nil {
+				p.Lacking = map[string]string{}
+			}
+			p.Lacking[n] = why
+		}
+	}
 	skipOf := func(kind jobs.Kind) func(*corev1.Node, *v1alpha2.CacheSpecImages) string {
 		if kind == jobs.Delete {
 			return skipDelete
@@ -94,6 +118,9 @@ func Build(in Input) Plan {
 		}
 		eligible, left := split(nodes, l, skipOf(kind))
 		p.Skipped += len(left)
+		if kind == jobs.Pull {
+			lacking(image, ref, left)
+		}
 		for n, why := range left {
 			if p.SkippedNodes == nil {
 				p.SkippedNodes = map[string]string{}
@@ -127,7 +154,7 @@ func Build(in Input) Plan {
 		}
 	}
 
-	if in.Op != Update && in.Op != NewNodes {
+	if in.Op != NewNodes {
 		kind := jobs.Pull
 		if in.Op == Purge {
 			kind = jobs.Delete
@@ -159,8 +186,15 @@ func Build(in Input) Plan {
 		if in.Prior != nil {
 			prior = in.Prior.CacheSpec
 		}
-		// Lists are matched by index, as the original did; a list the spec
-		// gained pulls all its images, a list it lost deletes all of its.
+		// Lists are matched by index, as the original did. Every image of
+		// a list is pulled where its node does not report it, not only
+		// those the list gained: a pair the last operation failed, or one
+		// a node lost since, would otherwise stay missing behind an update
+		// that says it succeeded (an edit of imagePullSecrets, made to fix
+		// those very failures, gains no image at all). What the nodes
+		// report is skipped as by a refresh, so an update still pulls
+		// little more than what was added. A list the spec lost deletes
+		// all its images.
 		for i := 0; i < max(len(in.Spec.CacheSpec), len(prior)); i++ {
 			var now, was v1alpha2.CacheSpecImages
 			if i < len(in.Spec.CacheSpec) {
@@ -169,8 +203,8 @@ func Build(in Input) Plan {
 			if i < len(prior) {
 				was = prior[i]
 			}
-			gained, lost := Diff(was.Images, now.Images)
-			for _, img := range gained {
+			_, lost := Diff(was.Images, now.Images)
+			for _, img := range now.Images {
 				add(jobs.Pull, img, &now)
 			}
 			for _, img := range lost {

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ func TestSummarise(t *testing.T) {
 	cases := []struct {
 		name     string
 		items    []Item
-		present  int
+		unrun    Unrun
 		purge    bool
 		want     v1alpha2.ImageCacheActionStatus
 		wantMsg  string
@@ -161,14 +162,24 @@ func TestSummarise(t *testing.T) {
 	}{
 		{name: "nothing to do", want: v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted, wantMsg: v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted},
 		{name: "all pulled", items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
-		{name: "all already present: the original's alreadypulled is a success", present: 3, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
-		{name: "some present, some pulled", present: 1, items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
-		{name: "present but another failed", present: 1, items: []Item{{Image: "a", Node: "n1", Outcome: bad}}, want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages,
+		{name: "all already present: the original's alreadypulled is a success", unrun: Unrun{Present: 3}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
+		{name: "some present, some pulled", unrun: Unrun{Present: 1}, items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
+		{name: "present but another failed", unrun: Unrun{Present: 1}, items: []Item{{Image: "a", Node: "n1", Outcome: bad}}, want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages,
 			failures: map[string]v1alpha2.NodeReasonMessageList{"a": {{Node: "n1", Reason: "ImagePullBackOff", Message: "nope"}}}},
 		{name: "all deleted", purge: true, items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesDeletedSuccessfully},
 		{name: "some failed, listed per image and node", items: []Item{{Image: "a", Node: "n2", Outcome: bad}, {Image: "a", Node: "n1", Outcome: bad}, {Image: "b", Node: "n1", Outcome: ok}},
 			want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages,
 			failures: map[string]v1alpha2.NodeReasonMessageList{"a": {{Node: "n1", Reason: "ImagePullBackOff", Message: "nope"}, {Node: "n2", Reason: "ImagePullBackOff", Message: "nope"}}}},
+		{name: "every node that matched was left out, one without the image: nothing could be pulled, not 'no node matched'",
+			unrun: Unrun{Skipped: 2, Lacking: map[string]string{"n1": v1alpha2.SkipCordoned}},
+			want:  v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages},
+		{name: "every node that matched was left out, each holding the images", unrun: Unrun{Skipped: 2},
+			want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
+		{name: "a purge whose nodes cannot hold our images has nothing to delete", purge: true,
+			unrun: Unrun{Skipped: 1, Lacking: map[string]string{"w": v1alpha2.SkipNotLinux}},
+			want:  v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesDeletedSuccessfully},
+		{name: "some pulled, a skipped node without the image: the pulls succeeded, Ready says the rest", unrun: Unrun{Skipped: 1, Lacking: map[string]string{"n2": v1alpha2.SkipNotReady}},
+			items: []Item{{Image: "a", Node: "n1", Outcome: ok}}, want: v1alpha2.ImageCacheActionStatusSucceeded, wantMsg: v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
 		{name: "delete failed", purge: true, items: []Item{{Image: "a", Node: "n1", Outcome: bad}},
 			want: v1alpha2.ImageCacheActionStatusFailed, wantMsg: v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages,
 			failures: map[string]v1alpha2.NodeReasonMessageList{"a": {{Node: "n1", Reason: "ImagePullBackOff", Message: "nope"}}}},
@@ -176,7 +187,7 @@ func TestSummarise(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := NewWithT(t)
-			s := Summarise(c.items, c.present, c.purge)
+			s := Summarise(c.items, c.unrun, c.purge)
 			g.Expect(s.Status).To(Equal(c.want))
 			g.Expect(s.Message).To(Equal(c.wantMsg))
 			if c.failures == nil {
@@ -186,6 +197,86 @@ func TestSummarise(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Ready is True only when every node the lists select holds every image:
+// neither a failure (those left out for size count) nor a node left out
+// without an image may stand behind it.
+func TestReady(t *testing.T) {
+	const detail = "the operation's detail"
+	many := map[string]string{}
+	for i := range 12 {
+		many[fmt.Sprintf("w%02d", i)] = v1alpha2.SkipNotLinux
+	}
+	cases := []struct {
+		name    string
+		status  v1alpha2.ImageCacheActionStatus
+		failed  int
+		lacking map[string]string
+		want    Readiness
+	}{
+		{name: "succeeded", status: v1alpha2.ImageCacheActionStatusSucceeded,
+			want: Readiness{metav1.ConditionTrue, string(v1alpha2.ImageCacheActionStatusSucceeded), detail}},
+		{name: "no node matched: nothing is missing", status: v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted,
+			want: Readiness{metav1.ConditionTrue, string(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted), detail}},
+		{name: "failed", status: v1alpha2.ImageCacheActionStatusFailed, failed: 1,
+			want: Readiness{metav1.ConditionFalse, string(v1alpha2.ImageCacheActionStatusFailed), detail}},
+		{name: "failed, and a node left out: the failure comes first", status: v1alpha2.ImageCacheActionStatusFailed, failed: 3,
+			lacking: map[string]string{"a": v1alpha2.SkipCordoned},
+			want:    Readiness{metav1.ConditionFalse, string(v1alpha2.ImageCacheActionStatusFailed), detail}},
+		{name: "the pulls succeeded, but selected nodes were left out without the images", status: v1alpha2.ImageCacheActionStatusSucceeded,
+			lacking: map[string]string{"b": v1alpha2.SkipNotReady, "a": v1alpha2.SkipCordoned, "c": v1alpha2.SkipCordoned},
+			want: Readiness{metav1.ConditionFalse, v1alpha2.ReadyReasonNodesSkipped,
+				"3 selected node(s) do not report every image and got no pull Job: 2 Cordoned (a, c); 1 NotReady (b)"}},
+		{name: "every matched node left out", status: v1alpha2.ImageCacheActionStatusFailed,
+			lacking: many,
+			want: Readiness{metav1.ConditionFalse, v1alpha2.ReadyReasonNodesSkipped,
+				"12 selected node(s) do not report every image and got no pull Job: 12 NotLinux (w00, w01, w02, w03, w04, w05, w06, w07, w08, w09 and 2 more)"}},
+		{name: "aborted", status: v1alpha2.ImageCacheActionStatusAborted,
+			want: Readiness{metav1.ConditionFalse, string(v1alpha2.ImageCacheActionStatusAborted), detail}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			NewWithT(t).Expect(Ready(c.status, c.failed, c.lacking, detail)).To(Equal(c.want))
+		})
+	}
+}
+
+// An operation keeps the earlier failures it did not retry: on a node it
+// left out, of an image still wanted.
+func TestCarry(t *testing.T) {
+	old := func(node string) v1alpha2.NodeReasonMessage {
+		return v1alpha2.NodeReasonMessage{Node: node, Reason: "ErrImagePull", Message: "before"}
+	}
+	fresh := func(node string) v1alpha2.NodeReasonMessage {
+		return v1alpha2.NodeReasonMessage{Node: node, Reason: "ImagePullBackOff", Message: "now"}
+	}
+	before := map[string]v1alpha2.NodeReasonMessageList{
+		"a:1":    {old("n1"), old("n2"), old("n3")},
+		"gone:1": {old("n2")},
+	}
+	left := map[string]string{"n2": v1alpha2.SkipCordoned, "n3": v1alpha2.SkipNotReady}
+	wanted := map[string]bool{"a:1": true, "b:1": true}
+	cases := []struct {
+		name string
+		now  map[string]v1alpha2.NodeReasonMessageList
+		want map[string]v1alpha2.NodeReasonMessageList
+	}{
+		{name: "the served node's failure goes with its retry; the left-out nodes' stay; an image no longer wanted goes",
+			want: map[string]v1alpha2.NodeReasonMessageList{"a:1": {old("n2"), old("n3")}}},
+		{name: "the operation's own failures are added, sorted by node",
+			now:  map[string]v1alpha2.NodeReasonMessageList{"a:1": {fresh("n1")}, "b:1": {fresh("n4")}},
+			want: map[string]v1alpha2.NodeReasonMessageList{"a:1": {fresh("n1"), old("n2"), old("n3")}, "b:1": {fresh("n4")}}},
+		{name: "a failure found again replaces the earlier one",
+			now:  map[string]v1alpha2.NodeReasonMessageList{"a:1": {fresh("n3")}},
+			want: map[string]v1alpha2.NodeReasonMessageList{"a:1": {old("n2"), fresh("n3")}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			NewWithT(t).Expect(Carry(before, left, wanted, c.now)).To(Equal(c.want))
+		})
+	}
+	NewWithT(t).Expect(Carry(nil, left, wanted, nil)).To(BeNil(), "nothing to report is no failures")
 }
 
 // FuzzAtDeadline settles arbitrary pod states: it must never panic, and an

@@ -141,6 +141,8 @@ func TestHealth(t *testing.T) {
 		"registry.example/b:2": {{Node: "node-2", Reason: "ImagePullBackOff", Message: "not found"}},
 		"registry.example/a:1": {{Node: "node-1", Reason: "ErrImagePull", Message: "denied"}, {Node: "node-3", Reason: "ErrImagePull"}},
 	}
+	skippedReady := []metav1.Condition{{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha2.ReadyReasonNodesSkipped,
+		Message: "1 selected node(s) do not report every image and got no pull Job: 1 Cordoned (node-3)", LastTransitionTime: metav1.Now()}}
 	for _, tt := range []struct {
 		name   string
 		cache  *v1alpha2.ImageCache
@@ -162,6 +164,23 @@ func TestHealth(t *testing.T) {
 		{"no node matches", imageCache(1, v1alpha2.ImageCacheStatus{
 			Status: v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted, Message: v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted, ObservedGeneration: 1,
 		}), "Healthy", []string{"nodeSelector specified did not match any nodes"}},
+		{"succeeded, but a selected node left out lacks the images", imageCache(2, v1alpha2.ImageCacheStatus{
+			Status: v1alpha2.ImageCacheActionStatusSucceeded, Message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully, ObservedGeneration: 2,
+			Conditions: skippedReady,
+		}), "Degraded", []string{"1 Cordoned (node-3)"}},
+		{"every node that matched was left out", imageCache(2, v1alpha2.ImageCacheStatus{
+			Status: v1alpha2.ImageCacheActionStatusFailed, Message: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages, ObservedGeneration: 2,
+			Counts: &v1alpha2.Counts{Skipped: 1}, Conditions: skippedReady,
+		}), "Degraded", []string{"got no pull Job: 1 Cordoned (node-3)"}},
+		{"refreshing after nodes were left out", imageCache(2, v1alpha2.ImageCacheStatus{
+			Status: v1alpha2.ImageCacheActionStatusProcessing, Reason: v1alpha2.ImageCacheReasonImageCacheRefresh, ObservedGeneration: 2,
+			Conditions: skippedReady,
+		}), "Progressing", []string{"ImageCacheRefresh is running", "left nodes without the images"}},
+		{"failed, and nodes left out: the failures lead", imageCache(1, v1alpha2.ImageCacheStatus{
+			Status: v1alpha2.ImageCacheActionStatusFailed, Message: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages, ObservedGeneration: 1,
+			Counts: &v1alpha2.Counts{Desired: 6, Succeeded: 3, Failed: 3}, Failures: failures,
+			Conditions: ready(metav1.ConditionFalse, string(v1alpha2.ImageCacheActionStatusFailed)),
+		}), "Degraded", []string{"3 of 6 (image, node) pairs failed"}},
 		{"failed", imageCache(1, v1alpha2.ImageCacheStatus{
 			Status: v1alpha2.ImageCacheActionStatusFailed, Message: v1alpha2.ImageCacheMessageImagePullFailedForSomeImages, ObservedGeneration: 1,
 			Counts:   &v1alpha2.Counts{Desired: 6, Succeeded: 3, Failed: 3},

@@ -50,11 +50,15 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
 	var end ending
 	// How many failures the status may hold at first; a new-node
-	// operation's are merged with those already there.
+	// operation's are merged with those already there, another's with
+	// those before it that it did not retry (results.Carry).
 	failures := MaxFailures
 	if whole == nil {
 		failures = 0
 		for _, l := range op.final.summary.Failures {
+			failures += len(l)
+		}
+		for _, l := range op.priorFailures {
 			failures += len(l)
 		}
 	}
@@ -103,6 +107,7 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	failures, omitted := sum.Failures, int32(0)
 	counts := op.counts
 	skipped := skippedNodes(op.skippedNodes)
+	lacking := op.lacking
 	if whole != nil {
 		served := map[string]bool{}
 		for n := range op.only {
@@ -114,8 +119,14 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 		failures, omitted = mergeFailures(st.Failures, served, sum.Failures), st.FailuresOmitted
 		counts = wholeCounts(whole, failures, omitted)
 		skipped = skippedNodes(whole.SkippedNodes)
+		lacking = whole.Lacking
 		sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheMessageImagesPulledSuccessfully
 		if len(failures) > 0 || omitted > 0 {
+			sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
+		}
+	} else if op.kind != plan.Purge {
+		failures = results.Carry(op.priorFailures, op.skippedNodes, wantedImages(&op.spec), failures)
+		if len(failures) > 0 && sum.Status != v1alpha2.ImageCacheActionStatusFailed {
 			sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
 		}
 	}
@@ -153,8 +164,20 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	if dropped > 0 {
 		detail += fmt.Sprintf(" (%d failures left out of status.failures for size)", dropped)
 	}
-	setStatusConditions(st, false, string(op.kind), detail, op.generation)
+	ready := results.Ready(st.Status, failureCount(st), lacking, detail)
+	setEndConditions(st, string(op.kind), detail, ready, op.generation)
 	return ending{status: sum.Status, detail: detail}
+}
+
+// wantedImages are the images of a spec, as written.
+func wantedImages(spec *v1alpha2.ImageCacheSpec) map[string]bool {
+	out := map[string]bool{}
+	for i := range spec.CacheSpec {
+		for _, img := range spec.CacheSpec[i].Images {
+			out[img] = true
+		}
+	}
+	return out
 }
 
 // mergeFailures keeps the earlier failures on the nodes a new-node

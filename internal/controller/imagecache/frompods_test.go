@@ -101,6 +101,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(podImagesOf(st)).To(Equal([]string{"list 0: 1 pods, 1 images", "  nginx:1.27 1 apps/ReplicaSet/web-a"}))
 	g.Expect(condition(st, v1alpha2.ConditionPodsResolved).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(st.ProcessedSpec.CacheSpec[0].Images).To(Equal([]string{"redis:7"}), "the record of the spec keeps what was written")
+	h.report("nginx:1.27", "redis:7")
 
 	// Scaled to three: nothing to pull, the status counts them.
 	h.addPod(webPod("web-a-2", "web-a", "nginx:1.27"))
@@ -116,6 +117,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	h.addPod(webPod("web-b-1", "web-b", "nginx:1.28"))
 	h.succeed("ic")
 	g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull nginx:1.28 n1", "pull nginx:1.28 n2"}))
+	h.report("nginx:1.27", "nginx:1.28", "redis:7")
 	st = h.status("ic")
 	g.Expect(outcomeOf(st)).To(Equal(outcome{v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheReasonImageCacheUpdate,
 		v1alpha2.ImageCacheMessageImagesPulledSuccessfully}))
@@ -139,7 +141,9 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull nginx:1.29 n1", "pull nginx:1.29 n2"}))
 	g.Expect(podImagesOf(h.status("ic"))).To(Equal([]string{"list 0: 1 pods, 1 images", "  nginx:1.29 1 apps/ReplicaSet/web-c"}))
 
-	// A refresh pulls only what the cache holds now.
+	// A refresh pulls only what the cache holds now, once the kubelets
+	// have collected the images.
+	h.report()
 	h.annotate("ic", v1alpha2.RefreshAnnotation, "")
 	h.succeed("ic")
 	g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull nginx:1.29 n1", "pull nginx:1.29 n2", "pull redis:7 n1", "pull redis:7 n2"}))
@@ -180,6 +184,7 @@ func TestFromPodsUnreadable(t *testing.T) {
 
 	h.succeed("ic")
 	g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull redis:7 n1"}))
+	h.report("redis:7")
 	st := h.status("ic")
 	g.Expect(st.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "the named images are cached regardless")
 	cond := condition(st, v1alpha2.ConditionPodsResolved)
@@ -256,6 +261,7 @@ func TestFromPodsOfOtherNamespaces(t *testing.T) {
 
 	h.succeed("ic")
 	g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull nginx:1.27 n1"}))
+	h.report("nginx:1.27")
 	g.Expect(h.r.cachesForPods(h.ctx, blog)).To(HaveLen(1), "a namespace event wakes a cache with a namespaceSelector")
 
 	blog.Labels = map[string]string{"team": "web"}

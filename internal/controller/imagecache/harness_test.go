@@ -269,6 +269,24 @@ func holding(names ...string) func(*corev1.Node) {
 	}
 }
 
+// report makes every node report exactly these images, as kubelets do
+// once they hold them, and delivers the nodes' events.
+func (h *harness) report(images ...string) {
+	h.t.Helper()
+	list := &corev1.NodeList{}
+	if err := h.api.List(h.ctx, list); err != nil {
+		h.t.Fatalf("listing nodes: %v", err)
+	}
+	for _, n := range list.Items {
+		h.editNode(n.Name, func(n *corev1.Node) {
+			n.Status.Images = nil
+			for _, img := range images {
+				holding(img)(n)
+			}
+		})
+	}
+}
+
 // joinedNow makes the node created at the fake clock's present.
 func (h *harness) joinedNow(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(h.clock.Now()) }
 

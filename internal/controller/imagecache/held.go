@@ -53,7 +53,7 @@ type settledPair struct {
 // holdNodes records the pairs an operation is about to settle on the held
 // nodes it serves: served are the nodes it pulls onto (all eligible ones, or
 // the new or joined ones), merge adds to the records there are (an update
-// pulls only what its spec gained) instead of replacing them, invalid are
+// pulls only what the nodes do not report) instead of replacing them, invalid are
 // the spec's images that fail everywhere without a Job. A record with
 // nothing pending is done at once (every image already present) and the
 // node's watcher is told.
@@ -186,7 +186,11 @@ func (t *tracker) hold(k types.NamespacedName, uid types.UID, fresh map[string]*
 				h.pending[img] = true
 			}
 			for img := range old.failed {
-				h.failed[img] = true
+				// An update pulls again what failed: its new
+				// result, not the old one, decides.
+				if !h.pending[img] {
+					h.failed[img] = true
+				}
 			}
 		}
 		hc.nodes[n] = h
@@ -215,6 +219,8 @@ func (t *tracker) settleHeld(k types.NamespacedName, uid types.UID, pairs []sett
 		delete(h.pending, p.image)
 		if p.failed {
 			h.failed[p.image] = true
+		} else {
+			delete(h.failed, p.image)
 		}
 		if h.done() {
 			done = append(done, p.node)

@@ -181,7 +181,7 @@ func TestHeldNodeState(t *testing.T) {
 		},
 		want: done(), notified: []string{"new"},
 	}, {
-		name:  "an update adds what the spec gained to the record, whose failures stay",
+		name:  "an update adds what the spec gained to the record and pulls its failures again",
 		nodes: []*corev1.Node{node("new", heldByTaint)},
 		cache: imageCache("c", nginx),
 		steps: func(h *harness, g Gomega) {
@@ -192,7 +192,7 @@ func TestHeldNodeState(t *testing.T) {
 			h.settleDown("c")
 			g.Expect(h.status("c").Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheUpdate))
 		},
-		want: hold.CacheState{Known: true, Pending: []string{redis}, Failed: []string{nginx}}, notified: []string{"new"},
+		want: hold.CacheState{Known: true, Pending: []string{nginx, redis}}, notified: []string{"new"},
 	}, {
 		name:  "a purge wants nothing on the node",
 		nodes: []*corev1.Node{node("a"), node("new", heldByTaint)},

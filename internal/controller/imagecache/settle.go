@@ -266,7 +266,8 @@ func finalOf(op *operation) *finalState {
 		w := op.work[i]
 		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: op.settled[name]})
 	}
-	return &finalState{items: items, summary: results.Summarise(items, op.present, op.kind == plan.Purge)}
+	return &finalState{items: items, summary: results.Summarise(items,
+		results.Unrun{Present: op.present, Skipped: op.skipped, Lacking: op.lacking}, op.kind == plan.Purge)}
 }
 
 // deleteJobs deletes settled Jobs, their pods in the background, a few calls

@@ -81,8 +81,8 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint),
 		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
-		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, unmatched: p.Unmatched,
-		consumes: consumedAnnotations(kind, cache.Annotations), pullUser: user,
+		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, lacking: p.Lacking, unmatched: p.Unmatched,
+		priorFailures: cache.Status.Failures, consumes: consumedAnnotations(kind, cache.Annotations), pullUser: user,
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
@@ -106,11 +106,16 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	st.StartTime = &t
 	st.CompletionTime = nil
 	if kind != plan.NewNodes {
+		st.SkippedNodes = skippedNodes(op.skippedNodes)
+	}
+	if kind != plan.NewNodes && kind != plan.Update {
 		// A new-node operation adds to the results of the operations
-		// before it; the others replace them.
+		// before it; the others replace them, and clear them as they
+		// start, as the original did. An update keeps them in sight
+		// until its end says which it retried: an edit made to fix them
+		// (a pull secret) must not look like it already had.
 		st.Failures = nil
 		st.FailuresOmitted = 0
-		st.SkippedNodes = skippedNodes(op.skippedNodes)
 	}
 	st.Counts = op.counts.DeepCopy()
 	st.Progress = progress(op.counts)
@@ -221,6 +226,7 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		op.joined[n] = true
 		// No longer left out, if it was at the start.
 		delete(op.skippedNodes, n)
+		delete(op.lacking, n)
 	}
 	// Invalid images were reported for all nodes when the operation started.
 	op.present += p.Present

@@ -55,19 +55,52 @@ func TestStartWithNothingToRun(t *testing.T) {
 			"Normal ImageCacheCreate " + v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted + ": cacheSpec[0] (nodeSelector disk=ssd) matches no node",
 		},
 	}, {
-		name:     "the selector matches only a cordoned node",
+		// Nodes matched: "no node matched" would be false, and Ready True
+		// a green over a node without the images.
+		name:     "the selector matches only a cordoned node, which lacks the images",
 		nodes:    []*corev1.Node{node("a", labelled("disk", "ssd"), cordoned), node("b")},
 		selector: map[string]string{"disk": "ssd"},
-		want: outcome{v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted, v1alpha2.ImageCacheReasonImageCacheCreate,
-			v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted},
+		want: outcome{v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheReasonImageCacheCreate,
+			v1alpha2.ImageCacheMessageImagePullFailedForSomeImages},
 		wantCounts:  v1alpha2.Counts{Skipped: 2},
 		wantSkipped: []v1alpha2.SkippedNodes{{Reason: v1alpha2.SkipCordoned, Count: 1, Nodes: []string{"a"}}},
-		wantReady: metav1.Condition{Status: metav1.ConditionTrue, Reason: string(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted),
-			Message: v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted + ": cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned"},
+		wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha2.ReadyReasonNodesSkipped,
+			Message: "1 selected node(s) do not report every image and got no pull Job: 1 Cordoned (a)"},
 		wantEvents: []string{
 			pulling,
 			"Warning NoMatchingNodes cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned",
-			"Normal ImageCacheCreate " + v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted + ": cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned",
+			"Warning ImageCacheCreate " + v1alpha2.ImageCacheMessageImagePullFailedForSomeImages + ": cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned",
+		},
+	}, {
+		name:     "the selector matches only Windows nodes",
+		nodes:    []*corev1.Node{node("w1", windows), node("w2", windows, holding("docker.io/library/nginx:1.25")), node("l")},
+		selector: map[string]string{corev1.LabelOSStable: "windows"},
+		want: outcome{v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheReasonImageCacheCreate,
+			v1alpha2.ImageCacheMessageImagePullFailedForSomeImages},
+		wantCounts:  v1alpha2.Counts{Skipped: 4},
+		wantSkipped: []v1alpha2.SkippedNodes{{Reason: v1alpha2.SkipNotLinux, Count: 2, Nodes: []string{"w1", "w2"}}},
+		wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha2.ReadyReasonNodesSkipped,
+			Message: "2 selected node(s) do not report every image and got no pull Job: 2 NotLinux (w1, w2)"},
+		wantEvents: []string{
+			pulling,
+			"Warning NoMatchingNodes cacheSpec[0] (nodeSelector kubernetes.io/os=windows) matches 2 node(s), none eligible: 2 NotLinux",
+			"Warning ImageCacheCreate " + v1alpha2.ImageCacheMessageImagePullFailedForSomeImages + ": cacheSpec[0] (nodeSelector kubernetes.io/os=windows) matches 2 node(s), none eligible: 2 NotLinux",
+		},
+	}, {
+		// Drained after its pulls, the node still holds the cache.
+		name:     "the selector matches only a cordoned node, which reports every image",
+		nodes:    []*corev1.Node{node("a", labelled("disk", "ssd"), cordoned, holding("nginx:1.25"), holding("redis:7.2")), node("b")},
+		selector: map[string]string{"disk": "ssd"},
+		want: outcome{v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheReasonImageCacheCreate,
+			v1alpha2.ImageCacheMessageImagesPulledSuccessfully},
+		wantCounts:  v1alpha2.Counts{Skipped: 2},
+		wantSkipped: []v1alpha2.SkippedNodes{{Reason: v1alpha2.SkipCordoned, Count: 1, Nodes: []string{"a"}}},
+		wantReady: metav1.Condition{Status: metav1.ConditionTrue, Reason: string(v1alpha2.ImageCacheActionStatusSucceeded),
+			Message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully + ": cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned"},
+		wantEvents: []string{
+			pulling,
+			"Warning NoMatchingNodes cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned",
+			"Normal ImageCacheCreate " + v1alpha2.ImageCacheMessageImagesPulledSuccessfully + ": cacheSpec[0] (nodeSelector disk=ssd) matches 1 node(s), none eligible: 1 Cordoned",
 		},
 	}}
 	for _, tt := range tests {

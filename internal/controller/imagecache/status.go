@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
 // MaxFailures bounds the entries of status.failures: on a large cluster an
@@ -60,24 +61,41 @@ func setConditions(cache *v1alpha2.ImageCache, running bool, reason, message str
 }
 
 func setStatusConditions(st *v1alpha2.ImageCacheStatus, running bool, reason, message string, generation int64) {
-	prog := metav1.Condition{Type: v1alpha2.ConditionProgressing, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: generation}
 	if running {
-		prog.Status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&st.Conditions, prog)
-	if running {
+		setProgressing(st, true, reason, message, generation)
 		if meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionReady) == nil {
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionUnknown,
 				Reason: reason, Message: "the first operation is running", ObservedGeneration: generation})
 		}
 		return
 	}
-	ready := metav1.Condition{Type: v1alpha2.ConditionReady, Status: metav1.ConditionFalse, Reason: string(st.Status), Message: message, ObservedGeneration: generation}
-	switch st.Status {
-	case v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted:
-		ready.Status = metav1.ConditionTrue
+	setEndConditions(st, reason, message, results.Ready(st.Status, failureCount(st), nil, message), generation)
+}
+
+// setEndConditions sets the conditions of an operation's end: Progressing
+// False, and Ready as results.Ready judged it.
+func setEndConditions(st *v1alpha2.ImageCacheStatus, reason, message string, ready results.Readiness, generation int64) {
+	setProgressing(st, false, reason, message, generation)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha2.ConditionReady, Status: ready.Status,
+		Reason: ready.Reason, Message: ready.Message, ObservedGeneration: generation})
+}
+
+func setProgressing(st *v1alpha2.ImageCacheStatus, running bool, reason, message string, generation int64) {
+	prog := metav1.Condition{Type: v1alpha2.ConditionProgressing, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: generation}
+	if running {
+		prog.Status = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&st.Conditions, ready)
+	meta.SetStatusCondition(&st.Conditions, prog)
+}
+
+// failureCount counts the failures of a status, those left out for size
+// included.
+func failureCount(st *v1alpha2.ImageCacheStatus) int {
+	n := int(st.FailuresOmitted)
+	for _, l := range st.Failures {
+		n += len(l)
+	}
+	return n
 }
 
 // boundFailures keeps at most limit node entries, taking images in turn so

@@ -73,9 +73,15 @@ type operation struct {
 	present   int
 	desired   int
 	skipped   int
-	// skippedNodes are the nodes left out, with the reason of each.
+	// skippedNodes are the nodes left out, with the reason of each;
+	// lacking those of them that do not report every image (plan.Lacking).
 	skippedNodes map[string]string
+	lacking      map[string]string
 	unmatched    []string
+	// priorFailures are the failures the cache had when the operation
+	// started: those on nodes it leaves out are not retried, so its end
+	// keeps them (carryFailures).
+	priorFailures map[string]v1alpha2.NodeReasonMessageList
 
 	// retrying are the Jobs whose creates failed for a reason that may
 	// pass; failedCreates counts the pairs whose creates failed for good

@@ -8,6 +8,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -83,7 +85,9 @@ func TestOperations(t *testing.T) {
 	// delete policy: no Job of the operation is left.
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "web"})) }).WithTimeout(framework.ClusterTimeout).Should(BeZero())
 
-	// update: redis:7 leaves the list, postgres:16 joins it
+	// update: redis:7 leaves the list, postgres:16 joins it; nginx:1.21,
+	// kept, is not pulled again once the nodes report it.
+	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21")
 	t1 := framework.Tick()
 	c.Spec.CacheSpec[0].Images = []string{"nginx:1.21", "postgres:16"}
 	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
@@ -186,6 +190,40 @@ func TestFailedPull(t *testing.T) {
 	g.Expect(took).To(BeNumerically("<=", pullDeadline+10*time.Second), "took %s", took)
 	hasEvent(g, ns, "broken", "Warning", v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages)
 	g.Eventually(func() int { return len(jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "broken"})) }).WithTimeout(framework.ClusterTimeout).Should(BeZero())
+}
+
+// TestUpdatePullSecretsRetries: an update that changes only
+// imagePullSecrets, as a user fixing a wrong secret after failures does,
+// gains no image, yet pulls again every pair its nodes do not report (the
+// failed ones), not those they do, and ends on what the retry found, never
+// "no node matched".
+func TestUpdatePullSecretsRetries(t *testing.T) {
+	g := NewWithT(t)
+	key, rec, statuses := followed(t, "secret")
+	bad := sandbox.FailPrefix + "private:1"
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), newCache(key.Namespace, key.Name, list("nginx:1.21", bad)))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Failures[bad]).To(HaveLen(nodes))
+	rec.Take()
+	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21")
+
+	t1 := framework.Tick()
+	c.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry-credentials"}}
+	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+
+	g.Expect(rec.Take()).To(ConsistOf(each("pull", bad, allNodes()...)), "the failed pairs, and only they, are pulled again")
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), "the retry failed again: the fake registry refuses any secret")
+	g.Expect(c.Status.Failures[bad]).To(HaveLen(nodes))
+	ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady)
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(string(v1alpha2.ImageCacheActionStatusFailed)))
+	g.Expect(statuses()).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusProcessing,
+		Reason: v1alpha2.ImageCacheReasonImageCacheUpdate, Message: v1alpha2.ImageCacheMessageUpdatingCache}))
+	g.Expect(statuses()).NotTo(ContainElement(HaveField("Status", v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted)))
 }
 
 // TestSettledJobsDeletedAtOnce: under the delete policy a Job goes as soon

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -58,14 +59,19 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 		g.Expect(pod.Tolerations).To(ConsistOf(corev1.Toleration{Operator: corev1.TolerationOpExists}), j.Name)
 	}
 
-	// A list that selects only Windows nodes has nothing to do, and says
-	// why in its condition.
+	// A list that selects only Windows nodes can pull nothing: a node
+	// matched, so not NoImagesPulledOrDeleted; Failed, and not Ready,
+	// with the node named in the condition.
 	t2 := framework.Tick()
 	windowsOnly := map[string]string{"pool": pool, corev1.LabelOSStable: "windows"}
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "windows", withSelector(windowsOnly, "busybox:1.36")))).To(Succeed())
 	c = framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "windows"}, v1alpha2.ImageCacheReasonImageCacheCreate, t2, opTimeout)
-	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted))
-	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageNoImagesPulledOrDeleted))
-	g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady).Message).To(ContainSubstring("1 NotLinux"))
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	g.Expect(c.Status.Message).To(Equal(v1alpha2.ImageCacheMessageImagePullFailedForSomeImages))
+	g.Expect(c.Status.Failures).To(BeEmpty())
+	ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(v1alpha2.ReadyReasonNodesSkipped))
+	g.Expect(ready.Message).To(ContainSubstring("1 NotLinux (" + pool + "-windows)"))
 	g.Expect(rec.Take()).To(BeEmpty())
 }
