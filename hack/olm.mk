@@ -15,6 +15,13 @@ DEFAULT_CHANNEL ?= stable
 BUNDLE_GEN_FLAGS ?= -q --overwrite --package $(BUNDLE_PACKAGE) --version $(VERSION) \
 	--channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 BUNDLE_IMG ?= ghcr.io/kubefledged/kubefledged-bundle:v$(VERSION)
+# The OpenShift releases the bundle is offered on, as Red Hat's catalogs read
+# com.redhat.openshift.versions ("v4.14": 4.14 and later). 4.14 is the first
+# on Kubernetes 1.27, the CSV's minKubeVersion (the chart's kubeVersion);
+# raise both together. operator-sdk does not write this annotation, so
+# `make bundle` adds it to bundle/metadata/annotations.yaml and, as a label,
+# to bundle.Dockerfile.
+OPENSHIFT_VERSIONS ?= v4.14
 BUNDLE_CSV = bundle/manifests/$(BUNDLE_PACKAGE).clusterserviceversion.yaml
 # Scratch space under bin/ (ignored by git), so that setting IMG never edits
 # the checked-in config/.
@@ -50,6 +57,9 @@ bundle: $(OPERATOR_SDK) $(KUSTOMIZE) ## Regenerate bundle/ and bundle.Dockerfile
 	 $(KUSTOMIZE) build $(OLM_SCRATCH)/config/manifests | $(OPERATOR_SDK) generate bundle $(BUNDLE_GEN_FLAGS); \
 	 if [ -n "$$created" ] && [ "$$oldversion" = "$(VERSION)" ]; then \
 		sed -i "s/^    createdAt: .*/    createdAt: $$created/" $(BUNDLE_CSV); fi
+	printf '\n  # The OpenShift releases to offer the bundle on (hack/olm.mk says why).\n  com.redhat.openshift.versions: "$(OPENSHIFT_VERSIONS)"\n' >>bundle/metadata/annotations.yaml
+	sed -i -e '/^LABEL com.redhat.openshift.versions=/d' \
+		-e '/^LABEL operators.operatorframework.io.bundle.channel.default.v1=/a LABEL com.redhat.openshift.versions=$(OPENSHIFT_VERSIONS)' bundle.Dockerfile
 	$(OPERATOR_SDK) bundle validate ./bundle
 
 .PHONY: bundle-validate

@@ -228,3 +228,50 @@ app.kubernetes.io/part-of: kube-fledged
 helm.sh/hook: test
 helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
+
+{{/*
+kubefledged.tolerations: the controller pods' tolerations as a YAML list,
+taking the aliased values ($v) in .v. With controller.nodeStartupTaint set,
+they tolerate that taint beside the user's tolerations: the controller is
+what removes it, so when a whole node pool is replaced and every new node
+carries it, a controller that cannot run on them would never release one
+(not even at the timeout, which it enforces). The value is read as
+--node-startup-taint reads it (internal/plan.ParseStartupTaint: KEY[:EFFECT],
+trimmed; the schema refuses the rest) into the toleration the pull Jobs get
+(StartupTaint.Toleration): Exists, whatever value the node pool gave the
+taint, for the one effect or, without one, for every effect. A user
+toleration that already tolerates all of that is not repeated.
+*/}}
+{{- define "kubefledged.tolerations" -}}
+{{- $out := list -}}
+{{- range .v.tolerations -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- $taint := trim (toString (default "" .v.controller.nodeStartupTaint)) -}}
+{{- if $taint -}}
+  {{- $key := $taint -}}
+  {{- $effect := "" -}}
+  {{- if contains ":" $taint -}}
+    {{- $parts := splitn ":" 2 $taint -}}
+    {{- $key = $parts._0 -}}
+    {{- $effect = $parts._1 -}}
+  {{- end -}}
+  {{- $covered := false -}}
+  {{- range $out -}}
+    {{- $op := toString (default "Equal" (get . "operator")) -}}
+    {{- $k := toString (get . "key") -}}
+    {{- $e := toString (get . "effect") -}}
+    {{- if and (eq $op "Exists") (or (eq $k "") (eq $k $key)) (or (eq $e "") (eq $e $effect)) (not (hasKey . "tolerationSeconds")) -}}
+      {{- $covered = true -}}
+    {{- end -}}
+  {{- end -}}
+  {{- if not $covered -}}
+    {{- $t := dict "key" $key "operator" "Exists" -}}
+    {{- if $effect -}}
+      {{- $_ := set $t "effect" $effect -}}
+    {{- end -}}
+    {{- $out = append $out $t -}}
+  {{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}

@@ -1,0 +1,176 @@
+package olmbundle_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
+)
+
+// The checked-in bundle is what OperatorHub and Red Hat's catalogs read, and
+// `make bundle` writes it from config/manifests and hack/olm.mk: these tests
+// hold the generated files, not the sources, so that a source the generator
+// drops fails them too.
+
+func read(t *testing.T, elem ...string) []byte {
+	t.Helper()
+	p, err := repo.Path(elem...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+type csvMeta struct {
+	Metadata struct {
+		Annotations map[string]string `json:"annotations"`
+		Labels      map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		MinKubeVersion string `json:"minKubeVersion"`
+	} `json:"spec"`
+}
+
+func readCSV(t *testing.T) csvMeta {
+	t.Helper()
+	dir, err := repo.Path("bundle", "manifests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.clusterserviceversion.yaml"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("want one CSV in %s, got %v (%v)", dir, files, err)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c csvMeta
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The standard set of OpenShift's feature annotations: the console filters
+// by them and Red Hat's certification wants every one present, "true" or
+// "false". The wanted values are the claims we can stand by today
+// (config/manifests/openshift.yaml gives the reason for each); turning one
+// to "true" must come with the feature, and a change here.
+func TestCSVFeatureAnnotations(t *testing.T) {
+	c := readCSV(t)
+	for _, tt := range []struct {
+		feature string
+		want    string
+	}{
+		// Images are named by tag, not digest: mirroring cannot serve them.
+		{"disconnected", "false"},
+		{"fips-compliant", "false"},
+		{"proxy-aware", "false"},
+		{"tls-profiles", "false"},
+		{"token-auth-aws", "false"},
+		{"token-auth-azure", "false"},
+		{"token-auth-gcp", "false"},
+		{"cnf", "false"},
+		{"cni", "false"},
+		{"csi", "false"},
+	} {
+		t.Run(tt.feature, func(t *testing.T) {
+			key := "features.operators.openshift.io/" + tt.feature
+			NewWithT(t).Expect(c.Metadata.Annotations).To(HaveKeyWithValue(key, tt.want))
+		})
+	}
+	t.Run("no other feature", func(t *testing.T) {
+		n := 0
+		for k := range c.Metadata.Annotations {
+			if strings.HasPrefix(k, "features.operators.openshift.io/") {
+				n++
+			}
+		}
+		NewWithT(t).Expect(n).To(Equal(10), "a feature annotation outside the standard set is a typo")
+	})
+}
+
+// imagePlatforms is the default platform list of hack/image, which builds the
+// image index: every one of its subcommands must agree.
+func imagePlatforms(t *testing.T) []string {
+	t.Helper()
+	src := string(read(t, "hack", "image", "main.go")) + string(read(t, "hack", "image", "bundle.go"))
+	m := regexp.MustCompile(`fs\.String\("platforms", "([^"]+)"`).FindAllStringSubmatch(src, -1)
+	if len(m) == 0 {
+		t.Fatal("no -platforms default in hack/image")
+	}
+	for _, x := range m[1:] {
+		if x[1] != m[0][1] {
+			t.Fatalf("hack/image's subcommands build different platforms: %q and %q", m[0][1], x[1])
+		}
+	}
+	return strings.Split(m[0][1], ",")
+}
+
+// OLM offers an operator only on clusters whose nodes match its CSV's
+// os/arch labels, and one without any counts as linux/amd64 alone: arm64
+// clusters would not see it although the image runs there.
+func TestCSVPlatformLabels(t *testing.T) {
+	c := readCSV(t)
+	want := map[string]string{}
+	for _, p := range imagePlatforms(t) {
+		os, arch, ok := strings.Cut(strings.TrimSpace(p), "/")
+		if !ok {
+			t.Fatalf("platform %q is not os/arch", p)
+		}
+		want["operatorframework.io/os."+os] = "supported"
+		want["operatorframework.io/arch."+arch] = "supported"
+	}
+	got := map[string]string{}
+	for k, v := range c.Metadata.Labels {
+		if strings.HasPrefix(k, "operatorframework.io/os.") || strings.HasPrefix(k, "operatorframework.io/arch.") {
+			got[k] = v
+		}
+	}
+	g := NewWithT(t)
+	g.Expect(want).To(HaveKeyWithValue("operatorframework.io/arch.arm64", "supported"), "hack/image builds arm64")
+	g.Expect(got).To(Equal(want), "the CSV's platform labels must be exactly the image's platforms")
+}
+
+// Red Hat's catalogs read com.redhat.openshift.versions from the bundle
+// image's labels, which hack/image takes from annotations.yaml and
+// bundle.Dockerfile declares: both must say it, alike, and not offer the
+// bundle on an OpenShift older than the CSV's minKubeVersion.
+func TestOpenShiftVersions(t *testing.T) {
+	g := NewWithT(t)
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	g.Expect(yaml.UnmarshalStrict(read(t, "bundle", "metadata", "annotations.yaml"), &meta)).To(Succeed())
+	versions := meta.Annotations["com.redhat.openshift.versions"]
+	g.Expect(versions).To(MatchRegexp(`^v4\.\d+$`), "annotations.yaml: one minimum release, v4.N (that one and later)")
+
+	var labels []string
+	for _, l := range strings.Split(string(read(t, "bundle.Dockerfile")), "\n") {
+		if strings.HasPrefix(l, "LABEL com.redhat.openshift.versions=") {
+			labels = append(labels, l)
+		}
+	}
+	g.Expect(labels).To(ConsistOf("LABEL com.redhat.openshift.versions=" + versions))
+
+	// OpenShift 4.N runs Kubernetes 1.(N+13) from 4.6 on (4.14: 1.27).
+	minor, err := strconv.Atoi(strings.TrimPrefix(versions, "v4."))
+	g.Expect(err).NotTo(HaveOccurred())
+	kube := readCSV(t).Spec.MinKubeVersion
+	g.Expect(kube).To(MatchRegexp(`^1\.\d+\.\d+$`))
+	kubeMinor, err := strconv.Atoi(strings.Split(kube, ".")[1])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(minor+13).To(Equal(kubeMinor), "OpenShift v4.%d runs Kubernetes 1.%d, the CSV's minKubeVersion is %s", minor, minor+13, kube)
+}
