@@ -47,7 +47,7 @@ func TestOpenShiftCreateAndRefresh(t *testing.T) {
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Failures).To(BeEmpty())
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
+	rec.Await(g, ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", "redis:7", allNodes()...)...)))
 
 	// A node that lost the images gets them again, by pods admitted the
 	// same way.
@@ -57,14 +57,13 @@ func TestOpenShiftCreateAndRefresh(t *testing.T) {
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t1, opTimeout)
 	g.Expect(c.Status.Failures).To(BeEmpty())
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "redis:7", "sandbox-node-1")[0]))
+	rec.Await(g, ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "redis:7", "sandbox-node-1")[0]))
 
-	seen := pods()
 	want := 2*nodes + 2 // a pod per (image, node)
 	if perNode() {
 		want = nodes + 1 // a pod per node
 	}
-	g.Expect(seen).To(HaveLen(want), "the pull pods of the create and of the refresh")
+	seen := pods(g, want)
 	for _, p := range seen {
 		g.Expect(p.Annotations).To(HaveKeyWithValue(scc.AnnotationSCC, scc.RestrictedV2), p.Name)
 		for _, ct := range append(p.Spec.InitContainers, p.Spec.Containers...) {
@@ -73,8 +72,10 @@ func TestOpenShiftCreateAndRefresh(t *testing.T) {
 	}
 }
 
-// watchPods records the pull pods created in ns, as admitted.
-func watchPods(t *testing.T, ns string) func() []corev1.Pod {
+// watchPods records the pull pods created in ns, as admitted. What it returns
+// waits until the watch has delivered want pods, the pull pods of the
+// operations the test saw end: the watch can trail the status the test read.
+func watchPods(t *testing.T, ns string) func(g Gomega, want int) []corev1.Pod {
 	t.Helper()
 	w, err := kube.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: jobs.LabelKind + "=" + string(jobs.Pull)})
 	if err != nil {
@@ -92,9 +93,7 @@ func watchPods(t *testing.T, ns string) func() []corev1.Pod {
 			}
 		}
 	}()
-	return func() []corev1.Pod {
-		// Let the last ADDED events of the operation arrive.
-		time.Sleep(time.Second)
+	seen := func() []corev1.Pod {
 		mu.Lock()
 		defer mu.Unlock()
 		var out []corev1.Pod
@@ -102,5 +101,9 @@ func watchPods(t *testing.T, ns string) func() []corev1.Pod {
 			out = append(out, p)
 		}
 		return out
+	}
+	return func(g Gomega, want int) []corev1.Pod {
+		g.Eventually(seen).WithTimeout(framework.ClusterTimeout).WithPolling(100*time.Millisecond).Should(HaveLen(want), "the pull pods of the create and of the refresh")
+		return seen()
 	}
 }

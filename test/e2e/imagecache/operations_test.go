@@ -206,7 +206,7 @@ func TestUpdatePullSecretsRetries(t *testing.T) {
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Failures[bad]).To(HaveLen(nodes))
-	rec.Take()
+	rec.Await(g, ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", bad, allNodes()...)...)))
 	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21")
 
 	t1 := framework.Tick()
@@ -214,16 +214,16 @@ func TestUpdatePullSecretsRetries(t *testing.T) {
 	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 
-	g.Expect(rec.Take()).To(ConsistOf(each("pull", bad, allNodes()...)), "the failed pairs, and only they, are pulled again")
+	rec.Await(g, ConsistOf(each("pull", bad, allNodes()...)), "the failed pairs, and only they, are pulled again")
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), "the retry failed again: the fake registry refuses any secret")
 	g.Expect(c.Status.Failures[bad]).To(HaveLen(nodes))
 	ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionReady)
 	g.Expect(ready).NotTo(BeNil())
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(string(v1alpha2.ImageCacheActionStatusFailed)))
-	g.Expect(statuses()).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusProcessing,
+	g.Expect(statuses(c)).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusProcessing,
 		Reason: v1alpha2.ImageCacheReasonImageCacheUpdate, Message: v1alpha2.ImageCacheMessageUpdatingCache}))
-	g.Expect(statuses()).NotTo(ContainElement(HaveField("Status", v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted)))
+	g.Expect(statuses(c)).NotTo(ContainElement(HaveField("Status", v1alpha2.ImageCacheActionStatusNoImagesPulledOrDeleted)))
 }
 
 // TestSettledJobsDeletedAtOnce: under the delete policy a Job goes as soon

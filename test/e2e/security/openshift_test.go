@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/scc"
 	"github.com/kubefledged/kube-fledged/test/golden"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -181,6 +181,6 @@ func TestOpenShiftRestrictedV2(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(pod.Annotations).To(HaveKeyWithValue(scc.AnnotationSCC, scc.Privileged))
 			g.Expect(runAs(pod)).To(Equal(map[string]int64{"delete": 0}))
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 	})
 }
