@@ -77,3 +77,21 @@ func CacheOnNode(ns, name, node string, images ...string) *v1alpha2.ImageCache {
 		}}},
 	}
 }
+
+// WaitNodesReport waits until every named node lists every image in its status, as its
+// kubelet reports what its runtime holds (every 10 s or so, with an image list it refreshes
+// on a period of its own). An update or refresh pulls what the nodes do not report, so a
+// test that expects it to pull only what a list gained waits for this first.
+func WaitNodesReport(g Gomega, c client.Client, nodeNames []string, images ...string) {
+	g.Eventually(func(g Gomega) {
+		for _, name := range nodeNames {
+			n := &corev1.Node{}
+			g.Expect(c.Get(context.Background(), client.ObjectKey{Name: name}, n)).To(Succeed())
+			var listed []string
+			for _, img := range n.Status.Images {
+				listed = append(listed, img.Names...)
+			}
+			g.Expect(listed).To(ContainElements(images), name)
+		}
+	}).WithTimeout(ClusterTimeout).Should(Succeed())
+}

@@ -135,7 +135,7 @@ func TestRetainKeepsOtherNodesJobs(t *testing.T) {
 
 	// Node a lost the image: a refresh pulls it there again and replaces
 	// that pair's Job; the pairs it skips (present) keep theirs.
-	waitNodesReport(g, []string{pool + "-b", pool + "-c"}, "docker.io/library/nginx:1.27")
+	framework.WaitNodesReport(g, k8s, []string{pool + "-b", pool + "-c"}, "docker.io/library/nginx:1.27")
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), pool+"-a", nil)).To(Succeed())
 	t2 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)

@@ -51,7 +51,7 @@ func TestOpenShiftCreateAndRefresh(t *testing.T) {
 
 	// A node that lost the images gets them again, by pods admitted the
 	// same way.
-	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/redis:7")
+	framework.WaitNodesReport(g, k8s, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/redis:7")
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
 	t1 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t1, opTimeout)

@@ -87,7 +87,7 @@ func TestOperations(t *testing.T) {
 
 	// update: redis:7 leaves the list, postgres:16 joins it; nginx:1.21,
 	// kept, is not pulled again once the nodes report it.
-	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21")
+	framework.WaitNodesReport(g, k8s, allNodes(), "docker.io/library/nginx:1.21")
 	t1 := framework.Tick()
 	c.Spec.CacheSpec[0].Images = []string{"nginx:1.21", "postgres:16"}
 	g.Expect(k8s.Update(context.Background(), c)).To(Succeed())
@@ -100,7 +100,7 @@ func TestOperations(t *testing.T) {
 	// refresh on demand on a warm cluster: every node reports both images,
 	// so no Job runs, and the cache has every image in place: Succeeded,
 	// as the original's "alreadypulled" was.
-	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/postgres:16")
+	framework.WaitNodesReport(g, k8s, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/postgres:16")
 	t2 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
@@ -132,21 +132,6 @@ func TestOperations(t *testing.T) {
 	// delete: nothing runs; the cache is simply gone
 	g.Expect(k8s.Delete(context.Background(), c)).To(Succeed())
 	g.Consistently(rec.Take).WithTimeout(2 * time.Second).Should(BeEmpty())
-}
-
-// waitNodesReport waits until each node lists every image in status.images.
-func waitNodesReport(g Gomega, nodeNames []string, images ...string) {
-	g.Eventually(func(g Gomega) {
-		for _, name := range nodeNames {
-			n := &corev1.Node{}
-			g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: name}, n)).To(Succeed())
-			var listed []string
-			for _, img := range n.Status.Images {
-				listed = append(listed, img.Names...)
-			}
-			g.Expect(listed).To(ContainElements(images), name)
-		}
-	}).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 }
 
 // TestPeriodicRefresh: with a refresh period, a finished cache is refreshed
@@ -207,7 +192,7 @@ func TestUpdatePullSecretsRetries(t *testing.T) {
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(c.Status.Failures[bad]).To(HaveLen(nodes))
 	rec.Await(g, ConsistOf(append(each("pull", "nginx:1.21", allNodes()...), each("pull", bad, allNodes()...)...)))
-	waitNodesReport(g, allNodes(), "docker.io/library/nginx:1.21")
+	framework.WaitNodesReport(g, k8s, allNodes(), "docker.io/library/nginx:1.21")
 
 	t1 := framework.Tick()
 	c.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry-credentials"}}

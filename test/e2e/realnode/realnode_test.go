@@ -201,6 +201,9 @@ func testUpdatePullsOnlyTheAddedImage(t *testing.T) {
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
 	rec.Await(g, ConsistOf("pull "+first+" "+node.Name()))
+	// An update pulls what the node does not report; the kubelet lists the
+	// new image in the node's status a few seconds after its pull.
+	framework.WaitNodesReport(g, k8s, []string{node.Name()}, first)
 
 	t1 := framework.Tick()
 	// The controller may still write the create's status; the edit goes on a fresh read.

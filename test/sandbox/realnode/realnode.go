@@ -74,8 +74,11 @@ const (
 	PauseRepo = "pause:realnode"
 	stopGrace = 3 * time.Second
 	// startTimeout bounds a Start whose ctx has no deadline; it includes waiting for
-	// another package's node to stop.
-	startTimeout = 8 * time.Minute
+	// another package's node to stop. `go test ./...` runs the real-node packages side by
+	// side, so one may wait for all the others (e2e/install alone holds the host for six
+	// minutes); 8 minutes was once not enough. The suites that start their node through
+	// the framework wait as long (its setup deadline).
+	startTimeout = 25 * time.Minute
 )
 
 // DefaultMirrors are the registries of our chart's image and of the images the samples
