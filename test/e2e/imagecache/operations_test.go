@@ -186,6 +186,11 @@ func TestUpdatePullSecretsRetries(t *testing.T) {
 	g := NewWithT(t)
 	key, rec, statuses := followed(t, "secret")
 	bad := sandbox.FailPrefix + "private:1"
+	// The nodes are shared with earlier tests: none may report nginx already,
+	// or the create would not pull it there.
+	for _, n := range allNodes() {
+		g.Expect(sandbox.Get().SetNodeImages(context.Background(), n, nil)).To(Succeed())
+	}
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(key.Namespace, key.Name, list("nginx:1.21", bad)))).To(Succeed())
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
