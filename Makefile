@@ -61,14 +61,16 @@ manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the char
 	go run ./hack/gen-rbac -out config/rbac
 
 .PHONY: verify
+# Per work tree, so that two trees sharing one bin/ can verify at once.
+VERIFY_DIR := $(CURDIR)/.verify
 verify: ## Fail when generated files drift from their sources.
-	@rm -rf $(LOCALBIN)/.verify && mkdir -p $(LOCALBIN)/.verify
-	@cp -r $(GENERATED) $(LOCALBIN)/.verify/ 2>/dev/null || true
+	@rm -rf $(VERIFY_DIR) && mkdir -p $(VERIFY_DIR)
+	@cp -r $(GENERATED) $(VERIFY_DIR)/ 2>/dev/null || true
 	@$(MAKE) -s generate manifests golden
 	@for f in $(GENERATED); do \
-		if ! diff -r $(LOCALBIN)/.verify/$$(basename $$f) $$f >/dev/null 2>&1; then \
+		if ! diff -r $(VERIFY_DIR)/$$(basename $$f) $$f >/dev/null 2>&1; then \
 			echo "generated file drifted from its sources: $$f (run 'make generate manifests golden' and commit)"; \
-			diff -r $(LOCALBIN)/.verify/$$(basename $$f) $$f | head -20; exit 1; fi; done
+			diff -r $(VERIFY_DIR)/$$(basename $$f) $$f | head -20; exit 1; fi; done
 	@echo "generated files match their sources"
 	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
 	@echo "the chart's README matches its values"
