@@ -70,16 +70,16 @@ bundle-validate: $(OPERATOR_SDK) ## Validate bundle/ with OperatorHub's checks; 
 
 .PHONY: bundle-verify
 bundle-verify: $(OPERATOR_SDK) $(KUSTOMIZE) ## Fail when bundle/ or bundle.Dockerfile drifts from config/ (regenerates them in place).
-	@rm -rf $(LOCALBIN)/.verify-bundle && mkdir -p $(LOCALBIN)/.verify-bundle
-	@cp -r bundle bundle.Dockerfile config/manifests/bases $(LOCALBIN)/.verify-bundle/
-	@$(MAKE) -s bundle >$(LOCALBIN)/.verify-bundle/log 2>&1 || { cat $(LOCALBIN)/.verify-bundle/log; exit 1; }
+	@rm -rf $(CURDIR)/.verify-bundle && mkdir -p $(CURDIR)/.verify-bundle
+	@cp -r bundle bundle.Dockerfile config/manifests/bases $(CURDIR)/.verify-bundle/
+	@$(MAKE) -s bundle >$(CURDIR)/.verify-bundle/log 2>&1 || { cat $(CURDIR)/.verify-bundle/log; exit 1; }
 	@for f in bundle bundle.Dockerfile; do \
-		if ! diff -r $(LOCALBIN)/.verify-bundle/$$f $$f >/dev/null; then \
+		if ! diff -r $(CURDIR)/.verify-bundle/$$f $$f >/dev/null; then \
 			echo "the OLM bundle drifted from its sources: $$f (run 'make bundle' and commit)"; \
-			diff -r $(LOCALBIN)/.verify-bundle/$$f $$f | head -40; exit 1; fi; done
-	@if ! diff -r $(LOCALBIN)/.verify-bundle/bases config/manifests/bases >/dev/null; then \
+			diff -r $(CURDIR)/.verify-bundle/$$f $$f | head -40; exit 1; fi; done
+	@if ! diff -r $(CURDIR)/.verify-bundle/bases config/manifests/bases >/dev/null; then \
 		echo "config/manifests/bases is not in operator-sdk's form (run 'make bundle' and commit)"; \
-		diff -r $(LOCALBIN)/.verify-bundle/bases config/manifests/bases | head -40; exit 1; fi
+		diff -r $(CURDIR)/.verify-bundle/bases config/manifests/bases | head -40; exit 1; fi
 	@echo "the OLM bundle matches its sources"
 
 .PHONY: bundle-build
