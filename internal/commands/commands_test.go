@@ -42,6 +42,8 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--node-startup-taint-timeout=0s"}, wantCode: 1,
 			wantErr: `invalid value "0s" for flag --node-startup-taint-timeout: "0s" is too short: use at least 1s`},
 		{args: []string{"controller", "--node-startup-taint-timeout=ten"}, wantCode: 1, wantErr: "is not a duration"},
+		{args: []string{"controller", "--install-claim=kubefledged"}, wantCode: 1,
+			wantErr: `invalid value "kubefledged" for flag --install-claim: "kubefledged": want NAMESPACE/NAME of a Lease`},
 		{args: []string{"controller", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
 		// The original's ignored flags do not let other unknown ones through,
 		// and their warnings do not come before the error.
@@ -269,6 +271,27 @@ func TestControllerStartupTaint(t *testing.T) {
 			g.Expect(o.StartupTaint.String()).To(Equal(c.wantTaint))
 			g.Expect(o.StartupTaint.Value == nil).To(Equal(c.wantTaint == ""))
 			g.Expect(o.StartupTaintTimeout.Value).To(Equal(c.wantTimeout))
+		})
+	}
+}
+
+// TestControllerInstallClaim: on by default, in kube-system where every
+// install finds it; the chart passes it, empty when a value turns it off.
+func TestControllerInstallClaim(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                          "kube-system/kubefledged-controller",
+		"--install-claim=":          "",
+		"--install-claim=infra/kfc": "infra/kfc",
+	} {
+		t.Run(args, func(t *testing.T) {
+			g := NewWithT(t)
+			var a []string
+			if args != "" {
+				a = []string{args}
+			}
+			o, warnings := parsedControllerOptions(t, g, a, nil)
+			g.Expect(warnings).To(BeEmpty())
+			g.Expect(o.InstallClaim.String()).To(Equal(want))
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/cachetrim"
+	"github.com/kubefledged/kube-fledged/internal/claim"
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
 	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
@@ -69,6 +71,7 @@ type ControllerOptions struct {
 	StartupTaint        StartupTaintFlag
 	StartupTaintTimeout cli.Duration
 	PullJobs            *cli.Enum
+	InstallClaim        ClaimFlag
 	Webhook             webhook.Options
 
 	// Warnings name the original's flags and environment that were given
@@ -135,6 +138,7 @@ func NewControllerOptions() *ControllerOptions {
 		MaxJobsPerNode:      cli.PositiveInt{Value: 2, Min: 1},
 		StartupTaintTimeout: cli.Duration{Value: 10 * time.Minute, Min: time.Second},
 		PullJobs:            cli.NewEnum(string(jobs.PerNode), string(jobs.PerNode), string(jobs.PerImage)),
+		InstallClaim:        ClaimFlag{Value: defaultClaim()},
 		Warnings:            warnings,
 	}
 }
@@ -171,6 +175,8 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")
 	fs.Var(o.PullJobs, "pull-job-granularity", "what one pull Job covers: node (every image of a node, one container each) or image (one image on one node)")
+	fs.Var(&o.InstallClaim, "install-claim", "NAMESPACE/NAME of the Lease every install of kube-fledged in a cluster contends for: "+
+		"the install whose leader holds it works, any other stands by (pulls and deletes nothing) until it is free; empty turns the claim off")
 	o.Webhook.BindFlags(fs)
 }
 
@@ -189,6 +195,30 @@ func (f *StartupTaintFlag) Set(s string) error {
 	}
 	f.Value = t
 	return nil
+}
+
+// ClaimFlag is --install-claim, parsed as it is given so that a bad value
+// stops the controller at once.
+type ClaimFlag struct{ Value *claim.Place }
+
+func (f *ClaimFlag) String() string { return f.Value.String() }
+
+// Set parses NAMESPACE/NAME; empty is off.
+func (f *ClaimFlag) Set(s string) error {
+	p, err := claim.Parse(s)
+	if err != nil {
+		return err
+	}
+	f.Value = p
+	return nil
+}
+
+func defaultClaim() *claim.Place {
+	p, err := claim.Parse(claim.Default)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 // glogFlags are the flags glog put on the original controller's command line,
@@ -350,6 +380,14 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		return err
 	}
 	clean := preflight.New(direct)
+	if place := o.InstallClaim.Value; place != nil {
+		c, err := installClaim(cfg, mgr, *place, o.LeaderElectionNamespace)
+		if err != nil {
+			return err
+		}
+		// Nothing is deleted or pulled before this install holds the claim.
+		clean.After = c.Held()
+	}
 	if err := mgr.Add(clean); err != nil {
 		return err
 	}
@@ -407,8 +445,27 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	}
 	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value, "pullJobGranularity", o.PullJobs.Value,
 		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String(),
-		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String())
+		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String(),
+		"installClaim", o.InstallClaim.String())
 	return mgr.Start(ctx)
+}
+
+// installClaim adds the cluster-wide claim to mgr. Its identity names the
+// install by its namespace, which is what a user of the other install needs
+// to find it.
+func installClaim(cfg *rest.Config, mgr ctrl.Manager, place claim.Place, namespace string) (*claim.Claim, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, err
+	}
+	identity := fmt.Sprintf("%s/%s_%s", namespace, host, uuid.NewUUID())
+	c := claim.New(place, identity, cs, mgr.GetEventRecorderFor("kubefledged-controller"))
+	c.StandingBy = metrics.SetStandingBy
+	return c, mgr.Add(c)
 }
 
 // jobWatch watches the Jobs that selector picks.

@@ -9,10 +9,13 @@ import (
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
@@ -21,6 +24,7 @@ import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	helmmgr "github.com/operator-framework/helm-operator-plugins/pkg/manager"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/operator-framework/helm-operator-plugins/pkg/values"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 )
 
@@ -69,7 +73,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("creating the Helm action client getter: %w", err)
 	}
 	for _, w := range ws {
-		r, err := newReconciler(w, o, clients)
+		r, err := newReconciler(w, o, clients, mgr.GetAPIReader())
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -83,7 +87,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	return mgr.Start(ctx)
 }
 
-func newReconciler(w watches.Watch, o Options, clients helmclient.ActionClientGetter) (*reconciler.Reconciler, error) {
+func newReconciler(w watches.Watch, o Options, clients helmclient.ActionClientGetter, reader client.Reader) (*reconciler.Reconciler, error) {
 	maxConcurrent := o.MaxConcurrentReconciles
 	if w.MaxConcurrentReconciles != nil {
 		maxConcurrent = *w.MaxConcurrentReconciles
@@ -113,9 +117,13 @@ func newReconciler(w watches.Watch, o Options, clients helmclient.ActionClientGe
 		reconciler.WithUpgradeAnnotations(annotation.DefaultUpgradeAnnotations...),
 		reconciler.WithUninstallAnnotations(annotation.DefaultUninstallAnnotations...),
 	}
+	var translator values.Translator = values.TranslatorFunc(func(_ context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
+		return specOf(obj)
+	})
 	if len(aliases) > 0 {
-		opts = append(opts, reconciler.WithValueTranslator(NewTranslator(aliases)))
+		translator = NewTranslator(aliases)
 	}
+	opts = append(opts, reconciler.WithValueTranslator(oneInstall(lister(reader, w.GroupVersionKind), translator)))
 	return reconciler.New(opts...)
 }
 

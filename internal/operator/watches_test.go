@@ -33,7 +33,7 @@ func TestLoadWatchesRepoFile(t *testing.T) {
 	if len(w.OverrideValues) != 0 {
 		t.Errorf("overrides with the variable unset: %v", w.OverrideValues)
 	}
-	if _, err := newReconciler(w, Options{MaxConcurrentReconciles: 1}, nil); err != nil {
+	if _, err := newReconciler(w, Options{MaxConcurrentReconciles: 1}, nil, nil); err != nil {
 		t.Errorf("reconciler: %v", err)
 	}
 }

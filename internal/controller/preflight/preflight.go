@@ -28,7 +28,11 @@ type Cleanup struct {
 	// have synced: a Job missed here would outlive the restart.
 	Client client.Client
 	Clock  clock.Clock
-	done   chan struct{}
+	// After, when set, is closed once this install may work: it holds the
+	// cluster-wide claim (internal/claim). Until then another install's
+	// Jobs are not ours to delete.
+	After <-chan struct{}
+	done  chan struct{}
 }
 
 // New returns a Cleanup; Done is closed when it has finished.
@@ -46,6 +50,13 @@ func (p *Cleanup) NeedLeaderElection() bool { return true }
 // signals Done and returns; it never gives up on a transient API error.
 func (p *Cleanup) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("preflight")
+	if p.After != nil {
+		select {
+		case <-p.After:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		if err := p.run(ctx); err != nil {

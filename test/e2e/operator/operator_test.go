@@ -262,6 +262,27 @@ func TestOperator(t *testing.T) {
 		t.Logf("sample CR deployed in %s", time.Since(begin).Round(time.Millisecond))
 	})
 
+	t.Run("a second KubeFledged in the cluster is refused in its status", func(t *testing.T) {
+		g := NewWithT(t)
+		other := namespace(t)
+		second, err := framework.SampleKubeFledged(other)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(k8s.Create(context.Background(), second)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(second), second)).To(Succeed())
+			st, reason, msg := framework.Condition(second, "Irreconcilable")
+			g.Expect(st).To(Equal("True"), "status: %v", second.Object["status"])
+			g.Expect(reason).To(Equal("ErrorGettingValues"))
+			g.Expect(msg).To(ContainSubstring("kube-fledged is already installed in this cluster by KubeFledged " + ns + "/" + release))
+		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+		g.Expect(apierrors.IsNotFound(k8s.Get(context.Background(),
+			client.ObjectKey{Namespace: other, Name: release + "-controller"}, &appsv1.Deployment{}))).To(BeTrue(), "the second CR installed a controller")
+		g.Expect(k8s.Delete(context.Background(), second)).To(Succeed())
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(second), second))
+		}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "the refused CR could not be deleted")
+	})
+
 	t.Run("editing the CR to retain updates the args and keeps the injected caBundle", func(t *testing.T) {
 		g := NewWithT(t)
 		injectCABundle(t, g, bundle)
