@@ -206,6 +206,7 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--node-startup-taint":            "",
 		"--node-startup-taint-timeout":    "10m",
 		"--pull-job-granularity":          "node",
+		"--install-claim":                 "kube-system/kubefledged-controller",
 		"--leader-elect":                  "true",
 		"--leader-election-namespace":     Namespace,
 		"--metrics-bind-address":          ":8080",
@@ -297,6 +298,7 @@ func TestFlagsPerCase(t *testing.T) {
 			"--max-concurrent-jobs":           "20",
 			"--max-concurrent-jobs-per-node":  "1",
 			"--pull-job-granularity":          "image",
+			"--install-claim":                 "infra/kubefledged",
 			"--zap-log-level":                 "debug",
 			"--health-probe-bind-address":     ":9081",
 			"--kube-api-qps":                  "50",
@@ -374,7 +376,7 @@ func TestObjectsPerCase(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		r := render(t, c, "defaults")
 		for kind, n := range map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
+			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
 			"Service": 1, "ValidatingWebhookConfiguration": 1, "PodDisruptionBudget": 0, "ServiceMonitor": 0,
 			"Certificate": 0, "Issuer": 0,
 		} {

@@ -109,7 +109,7 @@ func TestSecondInstallStandsBy(t *testing.T) {
 		g.Expect(framework.Scrape(g, addrB)).To(HaveKeyWithValue("kubefledged_install_standing_by", 0.0))
 	}).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 	g.Eventually(claimEvents).WithTimeout(framework.ClusterTimeout).Should(ContainElement(
-		HavePrefix("Normal "+claim.ReasonClaimed+" "+nsB+"/")))
+		HavePrefix("Normal " + claim.ReasonClaimed + " " + nsB + "/")))
 	// Its start-up clean-up removes the first's leftovers, and its refreshes
 	// make Jobs of its own once the nodes lack the images.
 	g.Eventually(func(g Gomega) []string {
