@@ -23,9 +23,10 @@ BUNDLE_IMG ?= ghcr.io/kubefledged/kubefledged-bundle:v$(VERSION)
 # to bundle.Dockerfile.
 OPENSHIFT_VERSIONS ?= v4.14
 BUNDLE_CSV = bundle/manifests/$(BUNDLE_PACKAGE).clusterserviceversion.yaml
-# Scratch space under bin/ (ignored by git), so that setting IMG never edits
-# the checked-in config/.
-OLM_SCRATCH = $(LOCALBIN)/.olm
+# Scratch space in the work tree (ignored by git), so that setting IMG never
+# edits the checked-in config/, and two work trees sharing one bin/ can each
+# build their bundle at once.
+OLM_SCRATCH = $(CURDIR)/.olm
 # How long deploy waits for the operator, and undeploy for the releases to go.
 DEPLOY_TIMEOUT ?= 120s
 
