@@ -90,14 +90,14 @@ bundle-build: ## Build the bundle image with Docker (none on the dev machines: m
 ##@ Deployment with kustomize
 
 .PHONY: deploy
-deploy: $(KUSTOMIZE) ## Install the CRDs and the operator (config/default) into the cluster in KUBECONFIG; IMG sets the image.
+deploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Install the CRDs and the operator (config/default) into the cluster in KUBECONFIG; IMG sets the image.
 	rm -rf $(OLM_SCRATCH) && mkdir -p $(OLM_SCRATCH) && cp -r config $(OLM_SCRATCH)/
 	cd $(OLM_SCRATCH)/config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build $(OLM_SCRATCH)/config/default | $(KUBECTL) apply --server-side -f -
 	$(KUBECTL) -n kube-fledged-system rollout status deployment/kube-fledged-operator --timeout=$(DEPLOY_TIMEOUT)
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove what deploy installed, KubeFledged releases first.
+undeploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Remove what deploy installed, KubeFledged releases first.
 	@# The operator holds a finalizer on each KubeFledged and removes it once
 	@# the release is uninstalled: delete them while it still runs, or they
 	@# (and their CRD, and the namespace) never go.
