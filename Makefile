@@ -13,7 +13,11 @@ SANDBOX_NODES ?= 3
 # SANDBOX_REAL_NODE=1 adds a real node (kubelet on containerd, registry on
 # 127.0.0.1) beside the fake ones in sandbox-up; it needs root and `make realnode-tools`.
 SANDBOX_REAL_NODE ?=
-KUBECTL = $(LOCALBIN)/kubectl
+# The kubectl of install, uninstall, deploy and undeploy: the user's (on the
+# PATH), else bin/kubectl, built with the other Kubernetes tools when missing
+# (KUBECTL_BUILD). KUBECTL=... picks another.
+KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(LOCALBIN)/kubectl)
+KUBECTL_BUILD = $(if $(filter $(LOCALBIN)/kubectl,$(KUBECTL)),$(LOCALBIN)/kubectl)
 # Integration tests start several control planes; give them time on 2 cores.
 TEST_TIMEOUT ?= 30m
 FUZZTIME ?= 10s
@@ -206,11 +210,11 @@ sandbox-down: ## Stop the sandbox cluster.
 ##@ Deployment
 
 .PHONY: install
-install: manifests ## Install the CRDs into the cluster in KUBECONFIG.
+install: manifests $(KUBECTL_BUILD) ## Install the CRDs into the cluster in KUBECONFIG (kubectl: the PATH's, else bin/).
 	$(KUBECTL) apply --server-side -f config/crd/bases
 
 .PHONY: uninstall
-uninstall: ## Remove the CRDs.
+uninstall: $(KUBECTL_BUILD) ## Remove the CRDs.
 	$(KUBECTL) delete --ignore-not-found -f config/crd/bases
 
 ##@ Tools

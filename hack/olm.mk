@@ -23,9 +23,10 @@ BUNDLE_IMG ?= ghcr.io/kubefledged/kubefledged-bundle:v$(VERSION)
 # to bundle.Dockerfile.
 OPENSHIFT_VERSIONS ?= v4.14
 BUNDLE_CSV = bundle/manifests/$(BUNDLE_PACKAGE).clusterserviceversion.yaml
-# Scratch space under bin/ (ignored by git), so that setting IMG never edits
-# the checked-in config/.
-OLM_SCRATCH = $(LOCALBIN)/.olm
+# Scratch space in the work tree (ignored by git), so that setting IMG never
+# edits the checked-in config/, and two work trees sharing one bin/ can each
+# build their bundle at once.
+OLM_SCRATCH = $(CURDIR)/.olm
 # How long deploy waits for the operator, and undeploy for the releases to go.
 DEPLOY_TIMEOUT ?= 120s
 
@@ -89,14 +90,14 @@ bundle-build: ## Build the bundle image with Docker (none on the dev machines: m
 ##@ Deployment with kustomize
 
 .PHONY: deploy
-deploy: $(KUSTOMIZE) ## Install the CRDs and the operator (config/default) into the cluster in KUBECONFIG; IMG sets the image.
+deploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Install the CRDs and the operator (config/default) into the cluster in KUBECONFIG; IMG sets the image.
 	rm -rf $(OLM_SCRATCH) && mkdir -p $(OLM_SCRATCH) && cp -r config $(OLM_SCRATCH)/
 	cd $(OLM_SCRATCH)/config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build $(OLM_SCRATCH)/config/default | $(KUBECTL) apply --server-side -f -
 	$(KUBECTL) -n kube-fledged-system rollout status deployment/kube-fledged-operator --timeout=$(DEPLOY_TIMEOUT)
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove what deploy installed, KubeFledged releases first.
+undeploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Remove what deploy installed, KubeFledged releases first.
 	@# The operator holds a finalizer on each KubeFledged and removes it once
 	@# the release is uninstalled: delete them while it still runs, or they
 	@# (and their CRD, and the namespace) never go.

@@ -81,3 +81,45 @@ func readCRDs(g Gomega, dir string) []*apiextensionsv1.CustomResourceDefinition 
 	}
 	return out
 }
+
+// `kubectl get ic` answers first whether the images are there (READY, the
+// Ready condition), then what the latest operation did, with the columns
+// we had before READY kept in their order; `-o wide` (priority 1) adds the
+// Ready condition's message. Every shipped copy of the CRD must agree, since
+// each is what some install applies. test/e2e/imagecache's
+// TestKubectlColumns reads them through kubectl.
+func TestImageCachePrinterColumns(t *testing.T) {
+	type column struct {
+		Name, Type, JSONPath string
+		Priority             int32
+	}
+	want := []column{
+		{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`, 0},
+		{"Status", "string", ".status.status", 0},
+		{"Reason", "string", ".status.reason", 0},
+		{"Progress", "string", ".status.progress", 0},
+		{"Age", "date", ".metadata.creationTimestamp", 0},
+		{"Message", "string", `.status.conditions[?(@.type=="Ready")].message`, 1},
+	}
+	root := filepath.Join(ChartDir(), "..", "..")
+	for _, dir := range []string{"config/crd/bases", "helm-charts/kubefledged/crds", "bundle/manifests"} {
+		t.Run(dir, func(t *testing.T) {
+			g := NewWithT(t)
+			found := false
+			for _, crd := range readCRDs(g, filepath.Join(root, dir)) {
+				if crd.Name != "imagecaches.kubefledged.io" {
+					continue
+				}
+				found = true
+				for _, v := range crd.Spec.Versions {
+					var got []column
+					for _, c := range v.AdditionalPrinterColumns {
+						got = append(got, column{c.Name, c.Type, c.JSONPath, c.Priority})
+					}
+					g.Expect(got).To(Equal(want), "%s %s", dir, v.Name)
+				}
+			}
+			g.Expect(found).To(BeTrue(), "no ImageCache CRD in %s", dir)
+		})
+	}
+}

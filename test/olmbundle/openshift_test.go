@@ -39,6 +39,7 @@ type csvMeta struct {
 	} `json:"metadata"`
 	Spec struct {
 		MinKubeVersion string `json:"minKubeVersion"`
+		Maturity       string `json:"maturity"`
 	} `json:"spec"`
 }
 

@@ -2,6 +2,8 @@ package olm_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -93,5 +95,68 @@ func undeploy(t *testing.T, k8s client.Client, objs []*unstructured.Unstructured
 		if err := k8s.Delete(context.Background(), objs[i].DeepCopy()); client.IgnoreNotFound(err) != nil {
 			t.Errorf("deleting %s %s: %v", objs[i].GetKind(), objs[i].GetName(), err)
 		}
+	}
+}
+
+// TestMakeTargetsUseKubectlOnPath reads what `make install`, `uninstall`,
+// `deploy` and `undeploy` would run (make -n, nothing runs): the kubectl a
+// user has on the PATH, and only when there is none bin/kubectl, built
+// first if missing. They once always called bin/kubectl, which only the
+// long tool build makes.
+func TestMakeTargetsUseKubectlOnPath(t *testing.T) {
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make on the PATH")
+	}
+	// A PATH with only what make needs to read the Makefile (its SHELL is
+	// bash), and maybe a kubectl. Nothing runs, so no other tool is needed.
+	path := func(withKubectl bool) string {
+		dir := t.TempDir()
+		bash, err := exec.LookPath("bash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(bash, filepath.Join(dir, "bash")); err != nil {
+			t.Fatal(err)
+		}
+		if withKubectl {
+			if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	dryRun := func(t *testing.T, pathDir, localbin, target string) string {
+		cmd := exec.Command(mk, "-n", "--no-print-directory", target)
+		cmd.Dir = repoRoot
+		cmd.Env = []string{"PATH=" + pathDir, "HOME=" + os.Getenv("HOME")}
+		if localbin != "" {
+			cmd.Args = append(cmd.Args, "LOCALBIN="+localbin)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %s: %v\n%s", target, err, out)
+		}
+		return string(out)
+	}
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"install", "uninstall", "deploy", "undeploy"} {
+		t.Run(target, func(t *testing.T) {
+			g := NewWithT(t)
+			dir := path(true)
+			out := dryRun(t, dir, "", target)
+			g.Expect(out).To(ContainSubstring(filepath.Join(dir, "kubectl")+" "), "make -n %s runs no kubectl of the PATH:\n%s", target, out)
+			g.Expect(out).NotTo(ContainSubstring(filepath.Join(root, "bin", "kubectl")), "make -n %s:\n%s", target, out)
+
+			// No kubectl on the PATH and none built: bin/kubectl is built,
+			// then run.
+			empty := t.TempDir()
+			out = dryRun(t, path(false), empty, target)
+			g.Expect(out).To(ContainSubstring("k8s.io/kubernetes/cmd/kubectl"), "make -n %s does not build kubectl:\n%s", target, out)
+			g.Expect(out).To(ContainSubstring(filepath.Join(empty, "kubectl")+" "), "make -n %s:\n%s", target, out)
+		})
 	}
 }

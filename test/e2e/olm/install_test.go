@@ -3,6 +3,7 @@ package olm_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,8 +107,14 @@ func TestOLMInstall(t *testing.T) {
 	d.Spec.Template.Annotations["olm.operatorGroup"] = "kube-fledged"
 	g.Expect(k8s.Create(ctx, d)).To(Succeed())
 
-	cr := examples[0].DeepCopy()
+	// What the console offers to create once the operator is installed
+	// (test/olmbundle holds it equal to the first alm-example, which the
+	// real OLM test installs).
+	cr := &unstructured.Unstructured{}
+	g.Expect(json.Unmarshal([]byte(b.csv.Metadata.Annotations["operatorframework.io/initialization-resource"]), &cr.Object)).
+		To(Succeed(), "the CSV's operatorframework.io/initialization-resource")
 	cr.SetNamespace(ns)
+	g.Expect(k8s.Create(ctx, cr.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict"))).To(Succeed(), "the initialization resource")
 	runOperatorPod(t, d, cr)
 }
 

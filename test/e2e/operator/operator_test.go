@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -195,21 +194,6 @@ func selfSignedPEM(t *testing.T) []byte {
 	return ca.CertPEM
 }
 
-// kubectl runs the repository's kubectl against the sandbox, when built.
-func kubectl(t *testing.T, args ...string) (string, bool) {
-	t.Helper()
-	bin := filepath.Join(repo, "bin", "kubectl")
-	if _, err := os.Stat(bin); err != nil {
-		t.Logf("no %s: printer columns not checked", bin)
-		return "", false
-	}
-	out, err := exec.Command(bin, append([]string{"--kubeconfig", sandbox.Get().KubeconfigPath()}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-	}
-	return string(out), true
-}
-
 // helmValues parses --set style values.
 func helmValues(t *testing.T, sets ...string) map[string]interface{} {
 	t.Helper()
@@ -255,7 +239,7 @@ func TestOperator(t *testing.T) {
 		// Self mode renders no caBundle; the controller would inject one.
 		g.Expect(caBundle(g)).To(BeEmpty())
 		// The printer columns, as `kubectl get` shows them.
-		if out, ok := kubectl(t, "-n", ns, "get", "kubefledgeds", "-o", "wide"); ok {
+		if out, ok := framework.Kubectl(t, "-n", ns, "get", "kubefledgeds", "-o", "wide"); ok {
 			g.Expect(out).To(MatchRegexp(`NAME\s+DEPLOYED\s+REASON\s+FAILED\s+RELEASE\s+AGE`))
 			g.Expect(out).To(MatchRegexp(`kubefledged\s+True\s+InstallSuccessful\s+False\s+kubefledged\s+`))
 		}
