@@ -3,6 +3,7 @@ package golden
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,8 +20,9 @@ import (
 //
 //   - the CSV's specDescriptors of KubeFledged, whose path is the value's key;
 //   - the bullets "* **key**: text" of the CSV's description;
-//   - the meaning column of the controller's flag table in README.md, for a
-//     flag that a value sets.
+//   - the last cell of a table row of README.md or docs/*.md whose first
+//     cell is a flag a value sets or a value's key, in code: README.md's
+//     flag table, and any such table docs/ gains.
 //
 // Prose in docs/ explains settings in context and is not held to this;
 // tables and lists that define them are. The CSV is checked in
@@ -148,23 +150,39 @@ func TestDescriptions(t *testing.T) {
 		}
 	})
 
-	t.Run("README flag table", func(t *testing.T) {
-		raw, err := os.ReadFile(repoFile("README.md"))
+	t.Run("README and docs tables", func(t *testing.T) {
+		files, err := filepath.Glob(repoFile("docs", "*.md"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows := flagRows(string(raw))
-		if len(rows) == 0 {
-			t.Fatal("README.md: no rows \"| `--flag` | default | meaning |\" found: has the flag table's layout changed?")
+		flags := 0
+		for _, path := range append([]string{repoFile("README.md")}, files...) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Base(path)
+			if name != "README.md" {
+				name = "docs/" + name
+			}
+			for _, row := range settingRows(string(raw)) {
+				s, ok := byFlag[row.name]
+				if !ok {
+					s, ok = byKey[row.name]
+				}
+				if !ok {
+					continue // a flag no value sets (the webhook's), or no setting at all
+				}
+				if strings.HasPrefix(row.name, "--") && name == "README.md" {
+					flags++
+				}
+				if normal(row.meaning) != normal(s.text) {
+					t.Error(mismatch(name, "the table row of "+row.name, s, normal(row.meaning)))
+				}
+			}
 		}
-		for flag, meaning := range rows {
-			s, ok := byFlag[flag]
-			if !ok {
-				continue // a flag no value sets (the webhook's, set by the chart's templates)
-			}
-			if normal(meaning) != normal(s.text) {
-				t.Error(mismatch("README.md", "the flag table's row "+flag, s, normal(meaning)))
-			}
+		if flags == 0 {
+			t.Fatal("README.md: no rows \"| `--flag` | default | meaning |\" of a flag a value sets: has the flag table's layout changed?")
 		}
 	})
 }
@@ -208,15 +226,18 @@ func csvBullets(md string) (bullets map[string]string, odd []string) {
 	return bullets, odd
 }
 
-var flagRowRE = regexp.MustCompile("^\\| `(--[a-z0-9-]+)` \\| [^|]* \\| (.*) \\|$")
+var settingRowRE = regexp.MustCompile("^\\| `([A-Za-z0-9.-]+)` \\|(?:.*\\|)? (.*) \\|$")
 
-// flagRows reads the rows "| `--flag` | default | meaning |" of a Markdown
-// text; a pipe inside the meaning is written `\|`.
-func flagRows(md string) map[string]string {
-	out := map[string]string{}
+type settingRow struct{ name, meaning string }
+
+// settingRows reads the rows of Markdown tables whose first cell is one
+// name in code (`--flag`, `controller.someKey`): the last cell is what the
+// row says it means. A pipe inside it is written `\|`.
+func settingRows(md string) []settingRow {
+	var out []settingRow
 	for _, l := range strings.Split(md, "\n") {
-		if m := flagRowRE.FindStringSubmatch(l); m != nil {
-			out[m[1]] = strings.ReplaceAll(m[2], `\|`, "|")
+		if m := settingRowRE.FindStringSubmatch(l); m != nil {
+			out = append(out, settingRow{m[1], strings.ReplaceAll(m[2], `\|`, "|")})
 		}
 	}
 	return out
