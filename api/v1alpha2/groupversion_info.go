@@ -1,5 +1,8 @@
 // Package v1alpha2 holds the ImageCache API, kept field for field compatible
-// with the original kube-fledged so that existing manifests apply unchanged.
+// with the original kube-fledged so that its manifests apply as they are,
+// except the shapes its webhook let through and ours refuses (invalid image
+// references, labels or Secret names, one image spelt two ways in a list,
+// oversized specs): docs/install.md lists them.
 //
 // +kubebuilder:object:generate=true
 // +groupName=kubefledged.io

@@ -72,7 +72,9 @@ type FromPods struct {
 // selectors), see MaxSpecBytes.
 // +kubebuilder:validation:XValidation:rule="self.cacheSpec.map(l, has(l.images) ? l.images.map(i, size(i) + 3).sum() : 0).sum() <= 245760",message="the image references of all lists take over 240 KiB: the object must fit in etcd with its status; split the images over several ImageCaches"
 type ImageCacheSpec struct {
-	// CacheSpec lists the images and the nodes to cache them on.
+	// CacheSpec lists the images and the nodes to cache them on. The number
+	// of lists is fixed at creation: an update is matched to what was cached
+	// list by list, by index, so the webhook refuses adding or removing one.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic

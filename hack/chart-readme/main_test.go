@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -43,52 +42,6 @@ func TestEveryValueDocumented(t *testing.T) {
 		if r.Description == "" {
 			t.Errorf("%s has no \"# --\" comment", r.Key)
 		}
-	}
-}
-
-func TestValueRows(t *testing.T) {
-	values := `# A comment about the file, not a key.
-
-# -- Replicas.
-replicas: 1
-# Not documentation: a heading.
-image:
-  # -- Repository
-  # of the image.
-  repository: example.com/x
-  tag: ""
-# -- Resources, documented whole.
-resources:
-  limits:
-    memory: 1Gi
-# An older note.
-# -- The newest "--" line starts the description.
-ratio: 0.5
-empty: {}
-list: [a, b]
-flag: false
-nothing:
-`
-	rows, err := ValueRows([]byte(values))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Row{
-		{"empty", "object", "{}", ""},
-		{"flag", "bool", "false", ""},
-		{"image.repository", "string", `"example.com/x"`, "Repository of the image."},
-		{"image.tag", "string", `""`, ""},
-		{"list", "list", `["a","b"]`, ""},
-		{"nothing", "string", "null", ""},
-		{"ratio", "float", "0.5", `The newest "--" line starts the description.`},
-		{"replicas", "int", "1", "Replicas."},
-		{"resources", "object", `{"limits":{"memory":"1Gi"}}`, "Resources, documented whole."},
-	}
-	if !reflect.DeepEqual(rows, want) {
-		t.Errorf("rows:\n got %q\nwant %q", rows, want)
-	}
-	if _, err := ValueRows([]byte("- a\n- b\n")); err == nil {
-		t.Error("a list as values accepted")
 	}
 }
 

@@ -115,7 +115,7 @@ func controllerNeeds() []access {
 	vwc := golden.ReleaseName // --webhook-configuration as the chart renders it
 	return join(
 		allow("get,list,watch", "kubefledged.io", "imagecaches", "", "", "informer; preflight and finish read caches straight from the apiserver"),
-		allow("patch", "kubefledged.io", "imagecaches", "", "", "finish removes the refresh/purge annotations (merge patch)"),
+		allow("patch", "kubefledged.io", "imagecaches", "", "", "finish removes the refresh/purge annotations (JSON patch: test the value, remove)"),
 		allow("update,patch", "kubefledged.io", "imagecaches/status", "", "", "start, abort and finish update the status; progress is a merge patch"),
 		allow("update", "kubefledged.io", "imagecaches/finalizers", "", "", "Jobs name their cache as blocking owner (OwnerReferencesPermissionEnforcement)"),
 		allow("create,delete,deletecollection,list,watch,patch", "batch", "jobs", "", "", "pull/delete Jobs next to each cache; the retain policy labels them; clean-ups delete them by label"),
