@@ -10,6 +10,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // NewFlagSet returns a flag set that reports errors to the caller only.
@@ -118,5 +120,33 @@ func (p *PositiveInt) Set(s string) error {
 		return fmt.Errorf("%d is too small: use %d or more", v, p.Min)
 	}
 	p.Value = v
+	return nil
+}
+
+// Quantity is a resource quantity flag (100m, 0.5, 128Mi), as Kubernetes
+// writes them; empty leaves Value nil, which means "the default".
+type Quantity struct {
+	Value *resource.Quantity
+}
+
+func (q *Quantity) String() string {
+	if q == nil || q.Value == nil {
+		return ""
+	}
+	return q.Value.String()
+}
+
+// Set parses a quantity, or empty for none.
+func (q *Quantity) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		q.Value = nil
+		return nil
+	}
+	v, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a resource quantity: use e.g. 100m or 0.5 for CPU, 128Mi or 1Gi for memory", s)
+	}
+	q.Value = &v
 	return nil
 }

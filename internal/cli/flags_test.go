@@ -51,3 +51,15 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+func TestQuantity(t *testing.T) {
+	g := NewWithT(t)
+	var q Quantity
+	fs := NewFlagSet("test")
+	fs.Var(&q, "cpu", "")
+	g.Expect(Parse(fs, []string{"--cpu=250m"})).To(Succeed())
+	g.Expect(q.String()).To(Equal("250m"))
+	g.Expect(Parse(fs, []string{"--cpu="})).To(Succeed())
+	g.Expect(q.Value).To(BeNil())
+	g.Expect(Parse(fs, []string{"--cpu=lots"})).To(MatchError(`invalid value "lots" for flag --cpu: "lots" is not a resource quantity: use e.g. 100m or 0.5 for CPU, 128Mi or 1Gi for memory`))
+}

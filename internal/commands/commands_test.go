@@ -45,6 +45,11 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--install-claim=kubefledged"}, wantCode: 1,
 			wantErr: `invalid value "kubefledged" for flag --install-claim: "kubefledged": want NAMESPACE/NAME of a Lease`},
 		{args: []string{"controller", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
+		{args: []string{"controller", "--job-cpu-limit=a lot"}, wantCode: 1,
+			wantErr: `invalid value "a lot" for flag --job-cpu-limit: "a lot" is not a resource quantity`},
+		{args: []string{"controller", "--job-cpu-request=200m", "--job-cpu-limit=100m"}, wantCode: 1,
+			wantErr: "kubefledged controller: --job-cpu-request=200m is above --job-cpu-limit=100m: a container's request may not exceed its limit"},
+		{args: []string{"controller", "--job-memory-limit=0"}, wantCode: 1, wantErr: "--job-memory-limit=0 is not above zero"},
 		// The original's ignored flags do not let other unknown ones through,
 		// and their warnings do not come before the error.
 		{args: []string{"controller", "--logtostderr", "--stderrthreshold=INFO", "--no-such-flag"}, wantCode: 1,
@@ -109,6 +114,7 @@ func TestChartArgsParse(t *testing.T) {
 				if o.Webhook.Enable {
 					g.Expect(o.Webhook.Validate()).To(Succeed(), f)
 				}
+				g.Expect(o.JobResources().Validate()).To(Succeed(), f)
 				seen++
 			}
 		}
@@ -351,6 +357,21 @@ func TestControllerOriginalEnv(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestControllerJobResources: the four flags reach the Jobs' options, and
+// empty ones (as the chart passes its defaults) leave the defaults.
+func TestControllerJobResources(t *testing.T) {
+	g := NewWithT(t)
+	o, warnings := parsedControllerOptions(t, g, []string{"--job-cpu-request=", "--job-memory-request=", "--job-cpu-limit=", "--job-memory-limit="}, nil)
+	g.Expect(warnings).To(BeEmpty())
+	g.Expect(o.JobResources()).To(BeZero())
+	o, _ = parsedControllerOptions(t, g, []string{"--job-cpu-request=20m", "--job-memory-request=32Mi", "--job-cpu-limit=0.5", "--job-memory-limit=128Mi"}, nil)
+	r := o.JobResources()
+	g.Expect(r.CPURequest.String()).To(Equal("20m"))
+	g.Expect(r.MemoryRequest.String()).To(Equal("32Mi"))
+	g.Expect(r.CPULimit.String()).To(Equal("500m"))
+	g.Expect(r.MemoryLimit.String()).To(Equal("128Mi"))
 }
 
 // TestOriginalImageRuleMatchesChart: the controller and the chart must agree

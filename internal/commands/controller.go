@@ -72,6 +72,10 @@ type ControllerOptions struct {
 	StartupTaintTimeout cli.Duration
 	PullJobs            *cli.Enum
 	InstallClaim        ClaimFlag
+	JobCPURequest       cli.Quantity
+	JobMemoryRequest    cli.Quantity
+	JobCPULimit         cli.Quantity
+	JobMemoryLimit      cli.Quantity
 	Webhook             webhook.Options
 
 	// Warnings name the original's flags and environment that were given
@@ -177,7 +181,18 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(o.PullJobs, "pull-job-granularity", "what one pull Job covers: node (every image of a node, one container each) or image (one image on one node)")
 	fs.Var(&o.InstallClaim, "install-claim", "NAMESPACE/NAME of the Lease every install of kube-fledged in a cluster contends for: "+
 		"the install whose leader holds it works, any other stands by (pulls and deletes nothing) until it is free; empty turns the claim off")
+	const every = " of every container of the Jobs: the helper installer, the delete, and each pull container, so a node Job's pod asks up to 32 times as much (default: "
+	fs.Var(&o.JobCPURequest, "job-cpu-request", "CPU request"+every+"10m, 1m for a node Job's pull containers)")
+	fs.Var(&o.JobMemoryRequest, "job-memory-request", "memory request"+every+"16Mi, 4Mi for a node Job's pull containers)")
+	fs.Var(&o.JobCPULimit, "job-cpu-limit", "CPU limit"+every+"none); set it where a ResourceQuota or LimitRange demands limits.cpu")
+	fs.Var(&o.JobMemoryLimit, "job-memory-limit", "memory limit"+every+"64Mi)")
 	o.Webhook.BindFlags(fs)
+}
+
+// JobResources are the Jobs' requests and limits the flags set.
+func (o *ControllerOptions) JobResources() jobs.Resources {
+	return jobs.Resources{CPURequest: o.JobCPURequest.Value, MemoryRequest: o.JobMemoryRequest.Value,
+		CPULimit: o.JobCPULimit.Value, MemoryLimit: o.JobMemoryLimit.Value}
 }
 
 // StartupTaintFlag is --node-startup-taint, parsed as it is given so that a
@@ -311,6 +326,9 @@ func controllerOptions(args []string, stderr io.Writer) (*ControllerOptions, err
 	if err := parseOrHelp(fs, args, stderr); err != nil {
 		return nil, err
 	}
+	if err := o.JobResources().Validate(); err != nil {
+		return nil, err
+	}
 	if o.Webhook.Enable {
 		if err := o.Webhook.Validate(); err != nil {
 			return nil, err
@@ -411,6 +429,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 				DeleteHostNetwork:  o.DeleteHostNetwork,
 				CRISocketPath:      o.CRISocketPath,
 				ActiveDeadline:     3600,
+				Resources:          o.JobResources(),
 			},
 			MaxConcurrentReconciles: o.Workers.Value,
 			MaxJobs:                 o.MaxJobs.Value,

@@ -60,6 +60,8 @@ type Options struct {
 	// own: the startup taint's, so that a list that tolerates only its
 	// dedicated nodes' taints still reaches a node held for its images.
 	PullTolerations []corev1.Toleration
+	// Resources override the containers' default requests and limits.
+	Resources Resources
 }
 
 // Owner is the cache and operation a Job belongs to, and what of the
@@ -194,9 +196,9 @@ func pullPod(ws []Work, opts Options, user int64, perNode bool) corev1.PodSpec {
 		if opts.PullPolicy == corev1.PullAlways || w.Ref.Floating() {
 			policy = corev1.PullAlways
 		}
-		name, res := PullContainer, smallResources()
+		name, res := PullContainer, opts.Resources.apply(smallResources())
 		if perNode {
-			name, res = ContainerName(k), sharedResources()
+			name, res = ContainerName(k), opts.Resources.apply(sharedResources())
 		}
 		containers[k] = corev1.Container{
 			Name:                     name,
@@ -221,7 +223,7 @@ func pullPod(ws []Work, opts Options, user int64, perNode bool) corev1.PodSpec {
 			Command:         []string{HelperBinary, "copy-self", "--to=" + binDir + "/kubefledged"},
 			VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
 			SecurityContext: restricted(user),
-			Resources:       smallResources(),
+			Resources:       opts.Resources.apply(smallResources()),
 		}},
 		Containers: containers,
 	}
@@ -255,7 +257,7 @@ func deletePod(w Work, opts Options) (corev1.PodSpec, error) {
 			Command:                  []string{HelperBinary, "cri-rmi", "--endpoint=unix://" + criMount, "--image=" + w.Image},
 			VolumeMounts:             []corev1.VolumeMount{{Name: criVolume, MountPath: criMount}},
 			SecurityContext:          sc,
-			Resources:                smallResources(),
+			Resources:                opts.Resources.apply(smallResources()),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		}},
 	}, nil
@@ -317,23 +319,6 @@ func restricted(user int64) *corev1.SecurityContext {
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
-func smallResources() corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
-	}
-}
-
-// sharedResources are a node Job's pull containers' requests: each only
-// execs a helper that exits, and 32 of them asking what a lone one does
-// (half a GiB) would keep the pod off small nodes.
-func sharedResources() corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("4Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
 }
 

@@ -49,7 +49,7 @@ func container(job *batchv1.Job, pods []corev1.Pod, name string, expired bool, e
 		case jobDone.State == Failed:
 			return jobDone
 		case expired:
-			return Outcome{State: Failed, Expired: true, Reason: "NoPod", Message: fmt.Sprintf("No pods matched job %s", job.Name)}
+			return noPod(job, events)
 		}
 		return Outcome{State: Pending}
 	}

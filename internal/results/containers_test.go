@@ -43,6 +43,12 @@ func TestContainers(t *testing.T) {
 				{State: Failed, Expired: true, Reason: "NoPod", Message: "No pods matched job c-1"},
 				{State: Failed, Expired: true, Reason: "NoPod", Message: "No pods matched job c-1"},
 				{State: Failed, Expired: true, Reason: "NoPod", Message: "No pods matched job c-1"}}},
+		{name: "no pod at the deadline, for its create was refused", job: job(), expired: true,
+			events: []corev1.Event{{Type: "Warning", Reason: "FailedCreate", Message: `Error creating: pods "c-1-x" is forbidden: maximum cpu usage per Container is 1`}},
+			want: []Outcome{
+				{State: Failed, Expired: true, Reason: "FailedCreate", Message: `No pods matched job c-1: Error creating: pods "c-1-x" is forbidden: maximum cpu usage per Container is 1`},
+				{State: Failed, Expired: true, Reason: "FailedCreate", Message: `No pods matched job c-1: Error creating: pods "c-1-x" is forbidden: maximum cpu usage per Container is 1`},
+				{State: Failed, Expired: true, Reason: "FailedCreate", Message: `No pods matched job c-1: Error creating: pods "c-1-x" is forbidden: maximum cpu usage per Container is 1`}}},
 		{name: "each container settles on its own", job: job(),
 			pods: states(corev1.PodRunning, done(0, "Completed", ""), wait("ErrImagePull", notFound), running),
 			want: []Outcome{pulled, {State: Failed, Reason: "ErrImagePull", Message: notFound}, pending}},

@@ -87,9 +87,7 @@ func atDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outc
 	o := Outcome{State: Failed, Expired: true}
 	pod := newest(pods)
 	if pod == nil {
-		o.Reason = "NoPod"
-		o.Message = fmt.Sprintf("No pods matched job %s", job.Name)
-		return o
+		return noPod(job, events)
 	}
 	if w, ok := waiting(pod); ok {
 		o.Reason = w.Reason
@@ -163,6 +161,26 @@ func newest(pods []corev1.Pod) *corev1.Pod {
 		}
 	}
 	return best
+}
+
+// noPod settles a Job that reached its deadline with no pod. events are
+// then the Job's own: the Job controller's FailedCreate warnings carry why
+// the API server refused its pods (a ResourceQuota or LimitRange that
+// demands limits, a policy), which is the user's fix, so the newest is the
+// failure's reason and message. The older ones say the same of other pod
+// names, one event each, and would only repeat it.
+func noPod(job *batchv1.Job, events []corev1.Event) Outcome {
+	o := Outcome{State: Failed, Expired: true, Reason: "NoPod", Message: fmt.Sprintf("No pods matched job %s", job.Name)}
+	if w := warnings(events); len(w) > 0 {
+		o.Message = joinMessages(o.Message, w[len(w)-1:])
+	}
+	for _, e := range events {
+		if e.Type == corev1.EventTypeWarning && e.Reason == "FailedCreate" {
+			o.Reason = e.Reason
+			break
+		}
+	}
+	return o
 }
 
 func warnings(events []corev1.Event) []string {

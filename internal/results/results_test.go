@@ -86,6 +86,12 @@ func TestAtDeadline(t *testing.T) {
 	}{
 		{name: "finished jobs are not expired", job: job(cond(batchv1.JobComplete, "")), want: Outcome{State: Succeeded}},
 		{name: "no pod", job: job(), want: Outcome{State: Failed, Expired: true, Reason: "NoPod", Message: "No pods matched job c-1"}},
+		{name: "no pod, for the Job controller's create was refused", job: job(),
+			events: []corev1.Event{
+				{Type: "Warning", Reason: "FailedCreate", Message: `Error creating: pods "c-1-abcde" is forbidden: failed quota: q: must specify limits.cpu for: pull`, LastTimestamp: metav1.NewTime(time.Unix(1002, 0))},
+				{Type: "Warning", Reason: "FailedCreate", Message: `Error creating: pods "c-1-zyxwv" is forbidden: failed quota: q: must specify limits.cpu for: pull`, LastTimestamp: metav1.NewTime(time.Unix(1001, 0))}},
+			want: Outcome{State: Failed, Expired: true, Reason: "FailedCreate",
+				Message: `No pods matched job c-1: Error creating: pods "c-1-abcde" is forbidden: failed quota: q: must specify limits.cpu for: pull`}},
 		{name: "image pull back-off carries the registry's error from events", job: job(),
 			pods:    []corev1.Pod{waitingPod("ImagePullBackOff", `Back-off pulling image "x.invalid/a:1"`)},
 			events:  []corev1.Event{ev("Warning", `Failed to pull image "x.invalid/a:1": not found`, 2), ev("Normal", "Pulling image", 1), ev("Warning", `Back-off pulling image "x.invalid/a:1"`, 3)},

@@ -196,7 +196,7 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 		jobPods := s.podsOf(job)
 		var events []corev1.Event
 		if expired {
-			events = s.eventsOf(jobPods)
+			events = s.eventsOf(job, jobPods)
 		}
 		containers := make([]string, len(open))
 		for k, i := range open {
@@ -210,7 +210,7 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 		}
 		if o.State == results.Pending && expired {
 			jobPods := s.podsOf(job)
-			o = results.AtDeadline(obj, jobPods, s.eventsOf(jobPods))
+			o = results.AtDeadline(obj, jobPods, s.eventsOf(job, jobPods))
 		}
 		outs[0] = o
 	}
@@ -226,13 +226,22 @@ func (s *settlement) podsOf(job string) []corev1.Pod {
 }
 
 // eventsOf are the events of a Job's pods, to explain a pull that reached
-// its deadline; none once the settle has read eventLookups pods' events.
-func (s *settlement) eventsOf(jobPods []corev1.Pod) []corev1.Event {
-	if s.lookups >= eventLookups || len(jobPods) == 0 {
+// its deadline, or the Job's own when it has no pod (the API server refused
+// them: the Job controller says why); none once the settle has read
+// eventLookups objects' events.
+func (s *settlement) eventsOf(job string, jobPods []corev1.Pod) []corev1.Event {
+	if s.lookups >= eventLookups {
 		return nil
 	}
 	s.lookups++
-	return s.r.podEvents(s.ctx, s.cache.Namespace, jobPods)
+	names := make([]string, len(jobPods))
+	for i, p := range jobPods {
+		names[i] = p.Name
+	}
+	if len(names) == 0 {
+		names = []string{job}
+	}
+	return s.r.eventsOfObjects(s.ctx, s.cache.Namespace, names)
 }
 
 // release deletes the Jobs settled under the delete policy and frees the
@@ -356,14 +365,15 @@ func (r *Reconciler) listPods(ctx context.Context, ns, opID string) map[string][
 	return out
 }
 
-// podEvents reads the events of the pods straight from the API server
-// (events are not cached: there are far too many). Errors only cost detail.
-func (r *Reconciler) podEvents(ctx context.Context, ns string, pods []corev1.Pod) []corev1.Event {
+// eventsOfObjects reads the events of the named objects (our pods, a Job)
+// straight from the API server (events are not cached: there are far too
+// many). Errors only cost detail.
+func (r *Reconciler) eventsOfObjects(ctx context.Context, ns string, names []string) []corev1.Event {
 	var out []corev1.Event
-	for _, p := range pods {
+	for _, name := range names {
 		list := &corev1.EventList{}
 		err := r.APIReader.List(ctx, list, client.InNamespace(ns),
-			client.MatchingFieldsSelector{Selector: fields.SelectorFromSet(fields.Set{"involvedObject.name": p.Name})})
+			client.MatchingFieldsSelector{Selector: fields.SelectorFromSet(fields.Set{"involvedObject.name": name})})
 		if err != nil {
 			continue
 		}
