@@ -38,7 +38,7 @@ func TestTroubleshootingNames(t *testing.T) {
 			if err != nil || d.IsDir() {
 				return err
 			}
-			if strings.HasSuffix(path, "_test.go") || !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".tpl")) {
+			if strings.HasSuffix(path, "_test.go") || !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".tpl") {
 				return nil
 			}
 			b, err := os.ReadFile(path)
