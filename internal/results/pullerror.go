@@ -70,10 +70,12 @@ func ClassifyPull(reason, message string) (e PullError, ok bool) {
 
 // statusCode finds the HTTP status a registry answered, in the words of
 // containerd ("unexpected status from GET request to …: 503 Service
-// Unavailable", "unexpected status code …: 429 Too Many Requests") and of
+// Unavailable", "unexpected status code …: 429 Too Many Requests", and
+// containerd 2's "pulling from host … failed with status code [manifests
+// v1]: 429 Too Many Requests") and of
 // CRI-O and Docker ("received unexpected HTTP status: 500 Internal Server
 // Error", "status code 502").
-var statusCode = regexp.MustCompile(`(?i)(?:unexpected (?:http )?status.*?: |status code:? )(\d{3})\b`)
+var statusCode = regexp.MustCompile(`(?i)(?:unexpected (?:http )?status.*?: |status code(?: \[[^\]]*\])?:? )(\d{3})\b`)
 
 // permanentWords are the registries' and runtimes' words for an answer that
 // will not change: containerd's "…: not found" and NotFound code, Docker

@@ -31,7 +31,10 @@ func TestClassifyPullMessage(t *testing.T) {
 		{`rpc error: code = DeadlineExceeded desc = context deadline exceeded`, Transient},
 		{`Get "https://r/v2/": net/http: request canceled while waiting for connection (Client.Timeout exceeded while awaiting headers)`, Transient},
 		{`Back-off pulling image "r/a:1": ErrImagePull: unexpected status from HEAD request to https://r/v2/a/manifests/1: 503 Service Unavailable`, Transient},
+		{`failed to pull and unpack image "127.0.0.1:43659/small-h:v1": failed to resolve reference "127.0.0.1:43659/small-h:v1": pulling from host 127.0.0.1:43659 failed with status code [manifests v1]: 429 Too Many Requests`, Transient},
+		{`failed to resolve reference "r/a:1": pulling from host r failed with status code [manifests 1]: 503 Service Unavailable`, Transient},
 		// Permanent: missing, refused, malformed.
+		{`failed to resolve reference "r/a:1": pulling from host r failed with status code [manifests 1]: 403 Forbidden`, Permanent},
 		{`rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/library/nope:1": failed to resolve reference "docker.io/library/nope:1": docker.io/library/nope:1: not found`, Permanent},
 		{`failed to pull and unpack image "r/a:1": failed to resolve reference "r/a:1": unexpected status from HEAD request to https://r/v2/a/manifests/1: 404 Not Found`, Permanent},
 		{`reading manifest 1 in quay.io/a: manifest unknown: manifest unknown`, Permanent},
