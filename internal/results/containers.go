@@ -8,26 +8,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// pullErrors are the waiting reasons by which the kubelet says that a
-// container's image cannot be pulled. In a node Job such a container stays
-// waiting while the others run, and the Job would only end at its active
-// deadline: its pair is settled from the reason at once.
-var pullErrors = map[string]bool{
-	"ErrImagePull":      true,
-	"ImagePullBackOff":  true,
-	"InvalidImageName":  true,
-	"ErrImageNeverPull": true,
-}
-
 // Containers settles the pull containers of a node Job, one Outcome per
 // name in containers, in order; Pending where nothing is known yet. A
 // container that exited 0 pulled its image; one the kubelet cannot pull
 // the image of fails with the kubelet's message; one that exited otherwise
 // fails with its termination. What the pod as a whole says (its helper
 // could not be installed, it was evicted, the Job failed) settles every
-// container still open. expired says the Job reached its pull deadline:
-// what is still open then fails with its last state and the Warning events
-// of the pod and of that container.
+// container still open. A pull error that may heal (ClassifyPull) leaves
+// its container open: the kubelet tries again. expired says the Job reached
+// its pull deadline: what is still open then fails with its last state and
+// the Warning events of the pod and of that container.
 func Containers(job *batchv1.Job, pods []corev1.Pod, containers []string, expired bool, events []corev1.Event) []Outcome {
 	out := make([]Outcome, len(containers))
 	for i, name := range containers {
@@ -70,12 +60,11 @@ func container(job *batchv1.Job, pods []corev1.Pod, name string, expired bool, e
 			return Outcome{State: Failed, Reason: nonEmpty(t.Reason, "Error"),
 				Message: nonEmpty(strings.TrimSpace(t.Message), fmt.Sprintf("container %s exited with code %d", name, t.ExitCode))}
 		}
-		if w := cs.State.Waiting; w != nil && pullErrors[w.Reason] {
-			return Outcome{State: Failed, Reason: w.Reason,
-				Message: nonEmpty(w.Message, fmt.Sprintf("container %s of pod %s is waiting: %s", name, pod.Name, w.Reason))}
+		if o, ok := pullWait(cs.State.Waiting, fmt.Sprintf("container %s of pod %s", name, pod.Name), expired, warningsIf(expired, eventsOf(events, name))); ok {
+			return o
 		}
 	}
-	if o, ok := podFailure(pod); ok {
+	if o, ok := podFailure(pod, expired, events); ok {
 		return o
 	}
 	if jobDone.State == Failed {
@@ -106,16 +95,16 @@ func container(job *batchv1.Job, pods []corev1.Pod, name string, expired bool, e
 }
 
 // podFailure is what settles every open container of a pod: its helper
-// init container failed or cannot be pulled, or the pod itself failed.
-func podFailure(pod *corev1.Pod) (Outcome, bool) {
+// init container failed or cannot be pulled, or the pod itself failed. A
+// helper whose pull may heal holds them all Pending until expired.
+func podFailure(pod *corev1.Pod, expired bool, events []corev1.Event) (Outcome, bool) {
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return Outcome{State: Failed, Reason: nonEmpty(t.Reason, "Error"),
 				Message: nonEmpty(strings.TrimSpace(t.Message), fmt.Sprintf("init container %s exited with code %d", cs.Name, t.ExitCode))}, true
 		}
-		if w := cs.State.Waiting; w != nil && pullErrors[w.Reason] {
-			return Outcome{State: Failed, Reason: w.Reason,
-				Message: nonEmpty(w.Message, fmt.Sprintf("init container %s of pod %s is waiting: %s", cs.Name, pod.Name, w.Reason))}, true
+		if o, ok := pullWait(cs.State.Waiting, fmt.Sprintf("init container %s of pod %s", cs.Name, pod.Name), expired, warningsIf(expired, eventsOf(events, cs.Name))); ok {
+			return o, true
 		}
 	}
 	if pod.Status.Phase == corev1.PodFailed {
@@ -123,6 +112,15 @@ func podFailure(pod *corev1.Pod) (Outcome, bool) {
 			Message: nonEmpty(pod.Status.Message, fmt.Sprintf("Pod %s failed", pod.Name))}, true
 	}
 	return Outcome{}, false
+}
+
+// warningsIf is warnings(events) when they are wanted: only a failure at
+// the deadline carries the events.
+func warningsIf(want bool, events []corev1.Event) []string {
+	if !want {
+		return nil
+	}
+	return warnings(events)
 }
 
 // eventsOf keeps the events about the pod as a whole and about container

@@ -26,6 +26,8 @@ func TestContainers(t *testing.T) {
 		})}
 	}
 	notFound := `failed to pull and unpack image "reg/missing:1": not found`
+	tooMany := `failed to pull and unpack image "reg/busy:1": failed to resolve reference "reg/busy:1": unexpected status from HEAD request to https://reg/v2/busy/manifests/1: 429 Too Many Requests`
+	unavailable := `failed to pull and unpack image "reg/busy:1": unexpected status from GET request to https://reg/v2/busy/blobs/sha256:ab: 503 Service Unavailable`
 	pulled := Outcome{State: Succeeded}
 	pending := Outcome{State: Pending}
 	cases := []struct {
@@ -52,10 +54,29 @@ func TestContainers(t *testing.T) {
 		{name: "each container settles on its own", job: job(),
 			pods: states(corev1.PodRunning, done(0, "Completed", ""), wait("ErrImagePull", notFound), running),
 			want: []Outcome{pulled, {State: Failed, Reason: "ErrImagePull", Message: notFound}, pending}},
-		{name: "back-off and an invalid name fail too", job: job(),
-			pods: states(corev1.PodPending, wait("ImagePullBackOff", `Back-off pulling image "reg/missing:1"`), wait("InvalidImageName", "bad"), wait("ContainerCreating", "")),
-			want: []Outcome{{State: Failed, Reason: "ImagePullBackOff", Message: `Back-off pulling image "reg/missing:1"`},
+		{name: "a back-off naming its error and an invalid name fail too", job: job(),
+			pods: states(corev1.PodPending, wait("ImagePullBackOff", `Back-off pulling image "reg/missing:1": ErrImagePull: `+notFound), wait("InvalidImageName", "bad"), wait("ContainerCreating", "")),
+			want: []Outcome{{State: Failed, Reason: "ImagePullBackOff", Message: `Back-off pulling image "reg/missing:1": ErrImagePull: ` + notFound},
 				{State: Failed, Reason: "InvalidImageName", Message: "bad"}, pending}},
+		{name: "a rate limit, a 503 and a back-off that names no error wait for the kubelet's next attempt", job: job(),
+			pods: states(corev1.PodPending, wait("ErrImagePull", tooMany), wait("ImagePullBackOff", `Back-off pulling image "reg/busy:1": ErrImagePull: `+unavailable),
+				wait("ImagePullBackOff", `Back-off pulling image "reg/missing:1"`)),
+			want: []Outcome{pending, pending, pending}},
+		{name: "at the deadline a pull still failing transiently says so, with its last error", job: job(), expired: true,
+			pods: states(corev1.PodPending, wait("ErrImagePull", tooMany), done(0, "Completed", ""), done(0, "Completed", "")),
+			want: []Outcome{{State: Failed, Expired: true, Reason: TransientReason,
+				Message: "the registry kept failing with errors that may heal until the pull deadline; last: " + tooMany}, pulled, pulled}},
+		{name: "at the deadline a back-off that names no error is explained by its events", job: job(), expired: true,
+			pods: states(corev1.PodPending, wait("ImagePullBackOff", `Back-off pulling image "reg/missing:1"`), done(0, "", ""), done(0, "", "")),
+			events: []corev1.Event{{Type: corev1.EventTypeWarning, Message: `Failed to pull image "reg/missing:1": ` + notFound,
+				InvolvedObject: corev1.ObjectReference{FieldPath: "spec.containers{pull-0}"}}},
+			want: []Outcome{{State: Failed, Expired: true, Reason: "ImagePullBackOff",
+				Message: `Back-off pulling image "reg/missing:1": Failed to pull image "reg/missing:1": ` + notFound}, pulled, pulled}},
+		{name: "a helper whose pull may heal holds every container", job: job(),
+			pods: []corev1.Pod{pod(func(p *corev1.Pod) {
+				p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "install-helper", State: wait("ErrImagePull", tooMany)}}
+			})},
+			want: []Outcome{pending, pending, pending}},
 		{name: "a container that exits non-zero fails with its message", job: job(),
 			pods: states(corev1.PodRunning, done(1, "Error", "exec format error\n"), done(0, "Completed", "")),
 			want: []Outcome{{State: Failed, Reason: "Error", Message: "exec format error"}, pulled, pending}},

@@ -62,9 +62,10 @@ func fromJob(job *batchv1.Job, pods []corev1.Pod) Outcome {
 }
 
 // AtDeadline settles a Job still unfinished when the operation's deadline
-// passes, from what its pod is waiting for: ImagePullBackOff with the
-// registry's error, a pod stuck Pending on a node that is not ready, or no
-// pod at all. events are the pod's events (only Warnings are read).
+// passes, from what its pod is waiting for: a pull error that may have
+// healed (TransientReason with the registry's last error), a pod stuck
+// Pending on a node that is not ready, or no pod at all. events are the
+// pod's events (only Warnings are read).
 func AtDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outcome {
 	o := atDeadline(job, pods, events)
 	o.Message = truncate(o.Message, MaxMessage)
@@ -90,6 +91,9 @@ func atDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outc
 		return noPod(job, events)
 	}
 	if w, ok := waiting(pod); ok {
+		if pw, ok := pullWait(w, "Pod "+pod.Name, true, warnings(events)); ok {
+			return pw
+		}
 		o.Reason = w.Reason
 		o.Message = joinMessages(w.Message, warnings(events))
 		return o
@@ -110,6 +114,40 @@ func atDeadline(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) Outc
 		o.Message = fmt.Sprintf("Pod %s is %s", pod.Name, pod.Status.Phase)
 	}
 	return o
+}
+
+// BeforeDeadline settles a Job per (image, node) that has not finished and
+// whose deadline has not passed, from its pods: Failed with the kubelet's
+// reason and message when the image cannot be pulled for good (not found,
+// denied, an invalid name: ClassifyPull), so that the pair fails at once as
+// in a node Job; Pending while the pull runs or fails in a way that may heal,
+// since the kubelet tries again with its back-off.
+func BeforeDeadline(pods []corev1.Pod) Outcome {
+	pod := newest(pods)
+	if pod == nil {
+		return Outcome{State: Pending}
+	}
+	for _, cs := range allStatuses(pod) {
+		if o, ok := pullWait(cs.State.Waiting, "Pod "+pod.Name, false, nil); ok && o.State == Failed {
+			o.Message = truncate(o.Message, MaxMessage)
+			return o
+		}
+	}
+	return Outcome{State: Pending}
+}
+
+// PullFailing says whether a container of pod waits with a pull error: the
+// pod updates a Job per (image, node) must be settled on before its Job
+// says anything.
+func PullFailing(pod *corev1.Pod) bool {
+	for _, cs := range allStatuses(pod) {
+		if w := cs.State.Waiting; w != nil {
+			if _, ok := ClassifyPull(w.Reason, w.Message); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fromPods reads a terminal failure from the Job's pods: the terminated or

@@ -48,6 +48,13 @@ const FailPrefix = "fail.invalid/"
 // going at the deadline looks like.
 const HangPrefix = "hang.invalid/"
 
+// FlakyPrefix is an image prefix whose registry fails the first attempts transiently on kwok
+// nodes: the container goes ErrImagePull with a registry's "429 Too Many Requests", then
+// ImagePullBackOff with the same error (1.5 s later), and 1.5 s later the pull succeeds, as
+// the kubelet's next attempt does once a rate limit lifts. Only run-to-completion pods (Jobs)
+// heal; they then complete.
+const FlakyPrefix = "flaky.invalid/"
+
 // ServiceCIDR is the sandbox's Service IP range (--service-cluster-ip-range). A real node
 // routes it from its pods to the host, where kube-proxy turns it into endpoints.
 const ServiceCIDR = serviceCIDR

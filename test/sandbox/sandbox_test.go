@@ -198,7 +198,9 @@ func TestFailPrefixImageBacksOff(t *testing.T) {
 	}
 	g.Expect(reasons).To(ContainElement("ErrImagePull"), "ErrImagePull comes first")
 	g.Expect(pod.Status.Phase).To(Equal(corev1.PodPending))
-	g.Expect(pod.Status.ContainerStatuses[0].State.Waiting.Message).To(Equal(fmt.Sprintf("Back-off pulling image %q", image)))
+	g.Expect(pod.Status.ContainerStatuses[0].State.Waiting.Message).To(Equal(fmt.Sprintf(
+		`Back-off pulling image %[1]q: ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image %[1]q: not found`, image)),
+		"the kubelet's back-off names the error of the last attempt")
 
 	// It stays so: nothing moves it on, and the Job neither succeeds nor fails.
 	g.Consistently(func() string {
@@ -245,6 +247,55 @@ func pendingJobStates(ctx context.Context, g Gomega, c kubernetes.Interface, ns,
 		}
 	}
 	return out
+}
+
+// An image under FlakyPrefix fails its first attempts with a registry's 429, ErrImagePull then
+// ImagePullBackOff, and then pulls: the Job completes, as behind a rate limit that lifts.
+func TestFlakyPrefixImage(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	image := FlakyPrefix + "busy:1"
+	c, ns := inNamespace(t)
+	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=flaky"})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	job := pinnedJob("flaky", "sandbox-node-0", "registry.example/good:1")
+	job.Spec.Template.Spec.Containers = append(job.Spec.Template.Spec.Containers,
+		corev1.Container{Name: "busy", Image: image, Command: []string{"true"}})
+	_, err = c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	var reasons, messages []string
+	timeout := time.After(clusterTimeout)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			g.Expect(ok).To(BeTrue(), "the pods' watch ended; reasons so far %v", reasons)
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if r := waitingReason(cs); cs.Name == "busy" && r != "" && (len(reasons) == 0 || reasons[len(reasons)-1] != r) {
+					reasons = append(reasons, r)
+					messages = append(messages, cs.State.Waiting.Message)
+				}
+			}
+			done = p.Status.Phase == corev1.PodSucceeded
+		case <-timeout:
+			pods, _ := jobPods(ctx, c, ns, "flaky")
+			t.Fatalf("the pod did not succeed within %s; reasons so far %v; pods: %+v", clusterTimeout, reasons, pods)
+		}
+	}
+	g.Expect(reasons).To(Equal([]string{"ErrImagePull", "ImagePullBackOff"}))
+	g.Expect(messages[0]).To(HaveSuffix("429 Too Many Requests"))
+	g.Expect(messages[0]).To(ContainSubstring(fmt.Sprintf("failed to pull and unpack image %q", image)))
+	g.Expect(messages[1]).To(Equal(fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", image, messages[0])))
+	g.Eventually(func(g Gomega) int32 {
+		j, err := c.BatchV1().Jobs(ns).Get(ctx, "flaky", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		return j.Status.Succeeded
+	}, clusterTimeout, 50*time.Millisecond).Should(Equal(int32(1)))
 }
 
 // An image under HangPrefix never finishes pulling: its container waits without an error while

@@ -26,7 +26,9 @@ const notReadyMessage = "container runtime network not ready: NetworkReady=false
 //   - pods with an image under FailPrefix go ErrImagePull, then ImagePullBackOff, and stay
 //     Pending, as a kubelet does for an image that does not exist;
 //   - pods with an image under RunFailPrefix crash: Failed, or CrashLoopBackOff;
-//   - pods with an image under HangPrefix stay Pending, that container in ContainerCreating.
+//   - pods with an image under HangPrefix stay Pending, that container in ContainerCreating;
+//   - pods with an image under FlakyPrefix go ErrImagePull and ImagePullBackOff with a 429,
+//     then pull.
 //
 // They are Go templates with [[ ]] delimiters, because kwok's own templates inside them use
 // {{ }}, which must reach kwok untouched.
@@ -68,8 +70,11 @@ func newStageTemplate() (*template.Template, error) {
 // stageValues are what the stage files take from the sandbox: the image prefixes that select
 // the failing stages, the versions a node reports, and the timings.
 type stageValues struct {
-	NotReadyLabel, NotReadyMessage, FailPrefix, HangPrefix, RunFailPrefix string
-	RuntimeVersion, KubeletVersion                                        string
+	NotReadyLabel, NotReadyMessage, FailPrefix, HangPrefix, RunFailPrefix, FlakyPrefix string
+	RuntimeVersion, KubeletVersion                                                     string
+	// NotFound and RateLimited are the runtime's errors of a FailPrefix and a FlakyPrefix
+	// pull, as kwok's printf formats (%[1]s is the image) inside a quoted template string.
+	NotFound, RateLimited string
 	// HeartbeatMS and JitterMS delay the node heartbeat; PullDelayMS (0: none) every pull.
 	HeartbeatMS, JitterMS, PullDelayMS int64
 }
@@ -84,6 +89,9 @@ func stageConfig(pullDelay, heartbeat time.Duration) string {
 		FailPrefix:      FailPrefix,
 		HangPrefix:      HangPrefix,
 		RunFailPrefix:   RunFailPrefix,
+		FlakyPrefix:     FlakyPrefix,
+		NotFound:        `rpc error: code = NotFound desc = failed to pull and unpack image \"%[1]s\": not found`,
+		RateLimited:     `rpc error: code = Unknown desc = failed to pull and unpack image \"%[1]s\": failed to resolve reference \"%[1]s\": unexpected status from HEAD request to https://flaky.invalid/v2/: 429 Too Many Requests`,
 		RuntimeVersion:  defaultRuntimeVersion,
 		KubeletVersion:  kubeletVersion,
 		HeartbeatMS:     hb,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
 // cacheForJob does what Owns(&batchv1.Job{}) does, mapping a Job to the
@@ -31,14 +32,17 @@ func (r *Reconciler) cacheForJob(_ context.Context, obj client.Object) []reconci
 	return []reconcile.Request{{NamespacedName: key}}
 }
 
-// jobPodChanges lets through the Job pod updates that change a container's state,
-// and only when pulls run in node Jobs: a Job per (image, node) says all in
-// its own status.
+// jobPodChanges lets through the Job pod updates that change a container's
+// state. A Job per (image, node) says all else in its own status, but its
+// pod stays Pending on a pull error: of its pods only the updates that
+// show one pass, so that an image that cannot be pulled for good fails at
+// once in either granularity.
 func jobPodChanges(perNode bool) predicate.Predicate {
 	return changes(passes{}, func(o, n *corev1.Pod) bool {
-		return perNode && (o.Status.Phase != n.Status.Phase ||
+		changed := o.Status.Phase != n.Status.Phase ||
 			!equality.Semantic.DeepEqual(o.Status.ContainerStatuses, n.Status.ContainerStatuses) ||
-			!equality.Semantic.DeepEqual(o.Status.InitContainerStatuses, n.Status.InitContainerStatuses))
+			!equality.Semantic.DeepEqual(o.Status.InitContainerStatuses, n.Status.InitContainerStatuses)
+		return changed && (perNode || results.PullFailing(n))
 	})
 }
 

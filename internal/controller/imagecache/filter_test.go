@@ -24,6 +24,9 @@ func TestWatchFilters(t *testing.T) {
 	otherImage.Spec.Containers[0].Image = "b"
 	running := pod.DeepCopy()
 	running.Status.Phase = corev1.PodRunning
+	pullFailing := pod.DeepCopy()
+	pullFailing.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "pull", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
 	nsRelabelled := ns.DeepCopy()
 	nsRelabelled.Labels = map[string]string{"team": "x"}
@@ -43,6 +46,8 @@ func TestWatchFilters(t *testing.T) {
 		{"a relabelled namespace passes", podChanges(), ns, nsRelabelled, want{create: true, delete: true, update: true}},
 		{"a node Job's pod that changes state passes", jobPodChanges(true), pod, running, want{update: true}},
 		{"an image Job's pod does not", jobPodChanges(false), pod, running, want{}},
+		{"an image Job's pod that fails to pull passes", jobPodChanges(false), pod, pullFailing, want{update: true}},
+		{"nor again once it does", jobPodChanges(false), pullFailing, pullFailing.DeepCopy(), want{}},
 		{"a Job pod's spec does not", jobPodChanges(true), pod, otherImage, want{}},
 		{"an update of another type does not", nodeChanges(), pod, running, want{create: true}},
 	}

@@ -208,9 +208,15 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 		if o.State == results.Failed {
 			o = results.FromJob(obj, s.podsOf(job))
 		}
-		if o.State == results.Pending && expired {
+		switch {
+		case o.State == results.Pending && expired:
 			jobPods := s.podsOf(job)
 			o = results.AtDeadline(obj, jobPods, s.eventsOf(job, jobPods))
+		case o.State == results.Pending:
+			// An image that cannot be pulled for good fails at
+			// once, as in a node Job; one whose registry may heal
+			// waits for the kubelet's next attempt.
+			o = results.BeforeDeadline(s.podsOf(job))
 		}
 		outs[0] = o
 	}

@@ -36,20 +36,15 @@ func TestRetentionMatrix(t *testing.T) {
 	ns := namespace(t)
 	good, bad, crash := "httpd:2.4", sandbox.FailPrefix+"nope:1", sandbox.RunFailPrefix+"crash:1"
 	images := []string{good, bad, crash}
-	want := map[string]int{"pull/succeeded": nodes, "pull/expired": nodes, "pull/failed": nodes}
-	waiting := "ImagePullBackOff" // of the expired Jobs' pods
-	perNodeCap := 2
-	if perNode() {
-		// A node's Job settles an image that cannot be pulled at once: it
-		// is one that never finishes pulling that is still running at the
-		// deadline. One pull at a time per node gives each image a Job of
-		// its own, whose label is that image's result (kwok's stages render
-		// one kind of trouble per pod).
-		hang := sandbox.HangPrefix + "forever:1"
-		images = append(images, hang)
-		want = map[string]int{"pull/succeeded": nodes, "pull/expired": nodes, "pull/failed": 2 * nodes}
-		waiting, perNodeCap = "ContainerCreating", 1
-	}
+	// An image that cannot be pulled is settled at once: it is one that
+	// never finishes pulling that is still running at the deadline. One pull
+	// at a time per node gives each image a node Job of its own, whose label
+	// is that image's result (kwok's stages render one kind of trouble per
+	// pod).
+	hang := sandbox.HangPrefix + "forever:1"
+	images = append(images, hang)
+	want := map[string]int{"pull/succeeded": nodes, "pull/expired": nodes, "pull/failed": 2 * nodes}
+	waiting, perNodeCap := "ContainerCreating", 1 // of the expired Jobs' pods
 	stop := runController(t, func(o *commands.ControllerOptions) {
 		o.Retention.Value = "retain"
 		o.MaxJobsPerNode.Value = perNodeCap
@@ -68,7 +63,7 @@ func TestRetentionMatrix(t *testing.T) {
 	for _, j := range expired {
 		g.Expect(j.Status.Active).To(Equal(int32(1)))
 		if !perNode() {
-			g.Expect(j.Annotations[jobs.AnnotationResultMsg]).To(ContainSubstring(bad))
+			g.Expect(j.Annotations[jobs.AnnotationResultMsg]).To(ContainSubstring("still pending"))
 		}
 		pods := &corev1.PodList{}
 		g.Expect(k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: j.Name})).To(Succeed())
@@ -84,12 +79,14 @@ func TestRetentionMatrix(t *testing.T) {
 	g.Expect(results(g, ns, "kept")).To(Equal(map[string]int{"delete/succeeded": len(images) * nodes}))
 
 	// Delete Jobs that fail, and that are still running at the deadline: the
-	// helper image fails to run, or never pulls. Each restart in between
-	// also deletes the Jobs retained so far.
+	// helper image cannot be pulled (at once), fails to run, or never
+	// finishes pulling. Each restart in between also deletes the Jobs
+	// retained so far.
 	stop()
 	for _, tc := range []struct{ helper, want string }{
-		{sandbox.FailPrefix + "kubefledged:e2e", "delete/expired"},
+		{sandbox.FailPrefix + "kubefledged:e2e", "delete/failed"},
 		{sandbox.RunFailPrefix + "kubefledged:e2e", "delete/failed"},
+		{sandbox.HangPrefix + "kubefledged:e2e", "delete/expired"},
 	} {
 		stop := runController(t, func(o *commands.ControllerOptions) {
 			o.Retention.Value = "retain"

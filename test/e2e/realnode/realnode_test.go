@@ -3,6 +3,7 @@ package realnode_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestRealNode(t *testing.T) {
 			t.Run("operations", func(t *testing.T) {
 				t.Run("PullSucceeds", func(t *testing.T) { testPullSucceeds(t, gr) })
 				t.Run("MissingImageFails", func(t *testing.T) { missingNS = testMissingImageFails(t, gr) })
+				t.Run("RateLimitedPullHeals", testRateLimitedPullHeals)
 				t.Run("UpdatePullsOnlyTheAddedImage", testUpdatePullsOnlyTheAddedImage)
 				t.Run("PurgeRemovesFromTheRuntime", testPurgeRemovesFromTheRuntime)
 			})
@@ -107,9 +109,9 @@ func pulled(g Gomega, ns, pod string) []string {
 // testMissingImageFails: the registry's 404 reaches the cache's failures in the runtime's
 // own words, the good images beside it are pulled, and the retained pod shows each
 // container's state: the missing image's really in ImagePullBackOff, with the kubelet's
-// events. A node's pull Job settles the missing image as soon as the kubelet reports it; a Job
-// per (image, node) at its deadline. It returns the namespace of the retained Jobs for the
-// restart test.
+// events. The missing image is settled as soon as the kubelet reports it, from a node Job's
+// container or a Job per (image, node)'s pod, not at the deadline. It returns the namespace
+// of the retained Jobs for the restart test.
 func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 	t.Parallel()
 	g := NewWithT(t)
@@ -135,18 +137,14 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 	t.Logf("failure after %s: %s: %s", ran, f.Reason, f.Message)
 	if gr == jobs.PerNode {
 		g.Expect(ran).To(BeNumerically("<", deadline), "settled from the container, not at the deadline")
-	} else {
-		g.Expect(ran).To(BeNumerically("<=", deadline+20*time.Second))
 	}
 	g.Expect(inRuntime(g, good)).To(BeTrue())
 	g.Expect(inRuntime(g, good2)).To(BeTrue())
 	g.Expect(inRuntime(g, bad)).To(BeFalse())
 
-	result := jobs.ResultExpired
-	if gr == jobs.PerNode {
-		result = jobs.ResultFailed
-	}
-	kept := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing", jobs.LabelResult: result})
+	// Labelled failed, not expired: settled from the pod before the deadline, at either
+	// granularity (the operation's own length, on a loaded machine, says less).
+	kept := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "missing", jobs.LabelResult: jobs.ResultFailed})
 	g.Expect(kept).To(HaveLen(1))
 	pods := podsOf(g, ns, kept[0].Name)
 	g.Expect(pods).To(HaveLen(1))
@@ -186,6 +184,27 @@ func testMissingImageFails(t *testing.T, gr jobs.Granularity) string {
 		ContainElement(HavePrefix("Normal BackOff Back-off pulling image")),
 	))
 	return ns
+}
+
+// testRateLimitedPullHeals: a registry that answers 429 Too Many Requests for a few seconds
+// and then serves the image fails the kubelet's first attempt; its next attempt, after the
+// back-off, pulls, and the cache ends Succeeded with the image in containerd, at either
+// granularity. Failing the first ErrImagePull, as node Jobs did, would end it Failed.
+func testRateLimitedPullHeals(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ns := framework.Namespace(t, k8s, "realnode-")
+	key := client.ObjectKey{Namespace: ns, Name: "busy"}
+	busy := ref("small-h")
+	served, err := node.FailManifest(busy, http.StatusTooManyRequests, 3*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), framework.CacheOnNode(ns, "busy", node.Name(), busy))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(served()).To(BeNumerically(">", 0), "the registry never answered 429: nothing was shown")
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	g.Expect(inRuntime(g, busy)).To(BeTrue())
+	t.Logf("pulled after %d answers 429, in %s", served(), c.Status.CompletionTime.Sub(c.Status.StartTime.Time))
 }
 
 // testUpdatePullsOnlyTheAddedImage: an update runs one Job, for the image the list gained.

@@ -41,7 +41,7 @@ var (
 // Test images. Each has content of its own, so that removing one through CRI (which
 // removes by image ID) can never take another with it.
 var (
-	smallImages = []string{"small-a", "small-b", "small-c", "small-d", "small-e", "small-f", "small-g"}
+	smallImages = []string{"small-a", "small-b", "small-c", "small-d", "small-e", "small-f", "small-g", "small-h"}
 	multiLayer  = "multi"
 	// missing is never pushed: pulls of it fail with the registry's 404.
 	missing = "does-not-exist"

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -120,6 +121,19 @@ func BinaryImage(bin, at string) (v1.Image, error) {
 type registryServer struct {
 	host string // 127.0.0.1:port
 	srv  *http.Server
+
+	mu sync.Mutex
+	// failing are the manifests (by request path) answered with an error for a while.
+	failing map[string]*failure
+}
+
+// failure is a manifest the registry answers with status, from its first request on, for
+// window; served counts the answers.
+type failure struct {
+	status int
+	window time.Duration
+	until  time.Time
+	served int
 }
 
 func startRegistry() (*registryServer, error) {
@@ -127,16 +141,66 @@ func startRegistry() (*registryServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &registryServer{
-		host: ln.Addr().String(),
-		srv:  &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second},
-	}
+	r := &registryServer{host: ln.Addr().String(), failing: map[string]*failure{}}
+	serve := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if status, ok := r.fails(req.URL.Path); ok {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		serve.ServeHTTP(w, req)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := r.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(os.Stderr, "realnode: registry: %v\n", err)
 		}
 	}()
 	return r, nil
+}
+
+// fails says whether a request for path is to be answered with an error, and which.
+func (r *registryServer) fails(path string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.failing[path]
+	if !ok {
+		return 0, false
+	}
+	now := time.Now()
+	if f.until.IsZero() {
+		f.until = now.Add(f.window)
+	}
+	if now.After(f.until) {
+		return 0, false
+	}
+	f.served++
+	return f.status, true
+}
+
+// FailManifest makes the node's registry answer every request for the manifest of ref (a
+// reference Push returned) with status (429, 503, ...) from the first such request on, for
+// window, and then serve it again: a registry that rate limits or fails for a moment. The
+// kubelet's first attempt fails; one after its back-off (10 s) finds the image. The returned
+// function counts the error answers so far.
+func (n *Node) FailManifest(ref string, status int, window time.Duration) (func() int, error) {
+	parsed, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	if parsed.Context().RegistryStr() != n.reg.host {
+		return nil, fmt.Errorf("realnode: %s is not in the node's registry %s", ref, n.reg.host)
+	}
+	path := "/v2/" + parsed.Context().RepositoryStr() + "/manifests/" + parsed.Identifier()
+	f := &failure{status: status, window: window}
+	n.reg.mu.Lock()
+	n.reg.failing[path] = f
+	n.reg.mu.Unlock()
+	return func() int {
+		n.reg.mu.Lock()
+		defer n.reg.mu.Unlock()
+		return f.served
+	}, nil
 }
 
 func (r *registryServer) push(ctx context.Context, repoTag string, img v1.Image) (string, error) {
