@@ -130,7 +130,7 @@ func (s *settlement) settleJob(job string) {
 		return
 	}
 	expired := !s.now.Before(op.createdAt[op.names[open[0]]].Add(s.r.Config.Deadline))
-	obj := s.r.Jobs.Get(s.cache.Namespace, job)
+	obj := s.r.Jobs.Get(s.r.jobNamespace(s.cache, op, job), job)
 	_, perNode := op.pairsOf[job]
 	outs := s.outcomes(job, obj, pairs, open, expired, perNode)
 	left := len(open)
@@ -220,7 +220,7 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 // podsOf are the pods of one Job of the operation.
 func (s *settlement) podsOf(job string) []corev1.Pod {
 	if s.pods == nil {
-		s.pods = s.r.listPods(s.ctx, s.cache.Namespace, s.op.id)
+		s.pods = s.r.listPods(s.ctx, s.r.jobNamespaces(s.cache), s.op.id)
 	}
 	return s.pods[job]
 }
@@ -232,7 +232,7 @@ func (s *settlement) eventsOf(jobPods []corev1.Pod) []corev1.Event {
 		return nil
 	}
 	s.lookups++
-	return s.r.podEvents(s.ctx, s.cache.Namespace, jobPods)
+	return s.r.podEvents(s.ctx, jobPods)
 }
 
 // release deletes the Jobs settled under the delete policy and frees the
@@ -245,7 +245,11 @@ func (s *settlement) eventsOf(jobPods []corev1.Pod) []corev1.Event {
 // cluster stays within the caps.
 func (s *settlement) release() {
 	r, op := s.r, s.op
-	if !r.deleteJobs(s.ctx, s.cache.Namespace, s.gone) {
+	gone := make([]client.ObjectKey, len(s.gone))
+	for i, job := range s.gone {
+		gone[i] = client.ObjectKey{Namespace: r.jobNamespace(s.cache, op, job), Name: job}
+	}
+	if !r.deleteJobs(s.ctx, gone) {
 		op.sweep = true
 	}
 	for _, name := range s.settled {
@@ -274,12 +278,12 @@ func finalOf(op *operation) *finalState {
 // at a time, and says whether all went. A Job someone else deleted first is
 // fine. One that could not be deleted now is deleted at the end of the
 // operation; its result, already settled, is never read again.
-func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) bool {
-	if len(names) == 0 {
+func (r *Reconciler) deleteJobs(ctx context.Context, keys []client.ObjectKey) bool {
+	if len(keys) == 0 {
 		return true
 	}
-	failed, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i]}}
+	failed, first := inParallel(len(keys), r.Config.WriteParallelism, func(i int) error {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: keys[i].Namespace, Name: keys[i].Name}}
 		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})
 	if first != nil {
@@ -338,31 +342,52 @@ func countsOf(op *operation) v1alpha2.Counts {
 	return c
 }
 
-// listPods returns the pods of the operation's Jobs, by Job name. It reads
-// the informer cache, which holds only our Jobs' pods.
-func (r *Reconciler) listPods(ctx context.Context, ns, opID string) map[string][]corev1.Pod {
-	list := &corev1.PodList{}
+// listPods returns the pods of the operation's Jobs, by Job name, in the
+// namespaces its Jobs run in. It reads the informer cache, which holds only
+// our Jobs' pods.
+func (r *Reconciler) listPods(ctx context.Context, namespaces []string, opID string) map[string][]corev1.Pod {
 	out := map[string][]corev1.Pod{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelOperation: opID}, client.UnsafeDisableDeepCopy); err != nil {
-		return out
-	}
-	for _, p := range list.Items {
-		job := p.Labels[batchv1.JobNameLabel]
-		if job == "" {
-			job = p.Labels["job-name"]
+	for _, ns := range namespaces {
+		list := &corev1.PodList{}
+		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelOperation: opID}, client.UnsafeDisableDeepCopy); err != nil {
+			continue
 		}
-		out[job] = append(out[job], p)
+		for _, p := range list.Items {
+			job := p.Labels[batchv1.JobNameLabel]
+			if job == "" {
+				job = p.Labels["job-name"]
+			}
+			out[job] = append(out[job], p)
+		}
 	}
 	return out
 }
 
+// jobNamespace is where Job job of op runs (jobs.Namespace).
+func (r *Reconciler) jobNamespace(cache *v1alpha2.ImageCache, op *operation, job string) string {
+	kind := jobs.Pull
+	if ps := op.pairs(job); len(ps) > 0 {
+		kind = op.work[ps[0]].Kind
+	}
+	return jobs.Namespace(cache, kind, r.Config.Jobs)
+}
+
+// jobNamespaces are the namespaces the cache's Jobs run in: its own, and
+// the controller's for the delete Jobs.
+func (r *Reconciler) jobNamespaces(cache *v1alpha2.ImageCache) []string {
+	if d := jobs.Namespace(cache, jobs.Delete, r.Config.Jobs); d != cache.Namespace {
+		return []string{cache.Namespace, d}
+	}
+	return []string{cache.Namespace}
+}
+
 // podEvents reads the events of the pods straight from the API server
 // (events are not cached: there are far too many). Errors only cost detail.
-func (r *Reconciler) podEvents(ctx context.Context, ns string, pods []corev1.Pod) []corev1.Event {
+func (r *Reconciler) podEvents(ctx context.Context, pods []corev1.Pod) []corev1.Event {
 	var out []corev1.Event
 	for _, p := range pods {
 		list := &corev1.EventList{}
-		err := r.APIReader.List(ctx, list, client.InNamespace(ns),
+		err := r.APIReader.List(ctx, list, client.InNamespace(p.Namespace),
 			client.MatchingFieldsSelector{Selector: fields.SelectorFromSet(fields.Set{"involvedObject.name": p.Name})})
 		if err != nil {
 			continue
