@@ -63,7 +63,8 @@ type Options struct {
 	DeleteNamespace string
 	// DeleteServiceAccountName is the delete Jobs' ServiceAccount, in
 	// DeleteNamespace: the one OpenShift's privileged SCC is granted to,
-	// and nothing else. Its token is never mounted.
+	// and nothing else; empty is that namespace's default, or, with no
+	// DeleteNamespace, ServiceAccountName. Its token is never mounted.
 	DeleteServiceAccountName string
 	// CRISocketPath overrides the runtime's default socket on every node.
 	CRISocketPath string
@@ -167,9 +168,11 @@ func wrap(o Owner, kind Kind, node string, tolerations []corev1.Toleration, name
 	switch {
 	case kind == Delete:
 		// The CRI client never calls the API server.
-		pod.ServiceAccountName = opts.ServiceAccountName
-		if opts.DeleteServiceAccountName != "" {
-			pod.ServiceAccountName = opts.DeleteServiceAccountName
+		// In the controller's namespace the pull Jobs' ServiceAccount,
+		// which lives in the caches' namespaces, means nothing.
+		pod.ServiceAccountName = opts.DeleteServiceAccountName
+		if opts.DeleteNamespace == "" && pod.ServiceAccountName == "" {
+			pod.ServiceAccountName = opts.ServiceAccountName
 		}
 		pod.AutomountServiceAccountToken = ptr.To(false)
 	case opts.ServiceAccountName != "":
