@@ -51,12 +51,16 @@ type ControllerOptions struct {
 	PullPolicy         *cli.Enum
 	ServiceAccountName string
 	DeleteHostNetwork  bool
-	PriorityClassName  string
-	Retention          *cli.Enum
-	CRISocketPath      string
-	HelperImage        string
-	Kubeconfig         string
-	Master             string
+	// DeleteJobNamespace and DeleteJobServiceAccount are where and as
+	// whom the delete Jobs run (jobs.Options.DeleteNamespace).
+	DeleteJobNamespace      string
+	DeleteJobServiceAccount string
+	PriorityClassName       string
+	Retention               *cli.Enum
+	CRISocketPath           string
+	HelperImage             string
+	Kubeconfig              string
+	Master                  string
 
 	// Manager holds the flags the operator shares.
 	manageropts.Manager
@@ -127,6 +131,9 @@ func NewControllerOptions() *ControllerOptions {
 		PullPolicy:   cli.NewEnum("IfNotPresent", "IfNotPresent", "Always"),
 		Retention:    cli.NewEnum("delete", "delete", "retain"),
 		HelperImage:  helper,
+		// The controller's own namespace, which an install labels
+		// privileged: the delete Jobs need a hostPath and root.
+		DeleteJobNamespace: ns,
 		Manager: manageropts.Manager{
 			LeaderElect:             true,
 			LeaderElectionID:        "kubefledged-controller.kubefledged.io",
@@ -154,6 +161,10 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(o.PullPolicy, "image-pull-policy", "pull policy of the pull Jobs: IfNotPresent or Always")
 	fs.StringVar(&o.ServiceAccountName, "service-account-name", "", "ServiceAccount the Jobs run as (default: none, no token mounted)")
 	fs.BoolVar(&o.DeleteHostNetwork, "image-delete-job-host-network", false, "run the delete Jobs in the host network")
+	fs.StringVar(&o.DeleteJobNamespace, "delete-job-namespace", o.DeleteJobNamespace, "namespace the delete Jobs run in, which must admit privileged pods "+
+		"(default: the controller's, $KUBEFLEDGED_NAMESPACE); empty runs them in each cache's namespace, as the original did")
+	fs.StringVar(&o.DeleteJobServiceAccount, "delete-job-service-account", "", "ServiceAccount the delete Jobs run as, in --delete-job-namespace, its token never mounted "+
+		"(default: --service-account-name); on OpenShift it must be allowed the privileged SCC")
 	fs.StringVar(&o.PriorityClassName, "job-priority-class-name", "", "PriorityClass of the Jobs' pods")
 	fs.Var(o.Retention, "job-retention-policy", "what happens to an operation's Jobs when it ends: delete or retain")
 	fs.StringVar(&o.CRISocketPath, "cri-socket-path", "", "CRI socket on every node, overriding the runtime's default")
@@ -422,14 +433,16 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			KeepLatestJobs: o.Retention.Value == "retain",
 			AlwaysPull:     o.PullPolicy.Value == string(corev1.PullAlways),
 			Jobs: jobs.Options{
-				HelperImage:        o.HelperImage,
-				PullPolicy:         corev1.PullPolicy(o.PullPolicy.Value),
-				ServiceAccountName: o.ServiceAccountName,
-				PriorityClassName:  o.PriorityClassName,
-				DeleteHostNetwork:  o.DeleteHostNetwork,
-				CRISocketPath:      o.CRISocketPath,
-				ActiveDeadline:     3600,
-				Resources:          o.JobResources(),
+				HelperImage:              o.HelperImage,
+				PullPolicy:               corev1.PullPolicy(o.PullPolicy.Value),
+				ServiceAccountName:       o.ServiceAccountName,
+				PriorityClassName:        o.PriorityClassName,
+				DeleteHostNetwork:        o.DeleteHostNetwork,
+				DeleteNamespace:          o.DeleteJobNamespace,
+				DeleteServiceAccountName: o.DeleteJobServiceAccount,
+				CRISocketPath:            o.CRISocketPath,
+				ActiveDeadline:           3600,
+				Resources:                o.JobResources(),
 			},
 			MaxConcurrentReconciles: o.Workers.Value,
 			MaxJobs:                 o.MaxJobs.Value,

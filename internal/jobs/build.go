@@ -48,10 +48,24 @@ type Options struct {
 	// delete Job's CRI client.
 	HelperImage string
 	// PullPolicy is the flag --image-pull-policy: IfNotPresent or Always.
-	PullPolicy         corev1.PullPolicy
+	PullPolicy corev1.PullPolicy
+	// ServiceAccountName is the pull Jobs' ServiceAccount, and the delete
+	// Jobs' when DeleteServiceAccountName is empty.
 	ServiceAccountName string
 	PriorityClassName  string
 	DeleteHostNetwork  bool
+	// DeleteNamespace is where the delete Jobs run: the controller's own
+	// namespace. A delete needs the runtime socket (a hostPath) and root,
+	// which a cache's namespace enforcing Pod Security baseline or
+	// restricted refuses; the controller's namespace is labelled
+	// privileged. Empty runs them in the cache's namespace, as the
+	// original did.
+	DeleteNamespace string
+	// DeleteServiceAccountName is the delete Jobs' ServiceAccount, in
+	// DeleteNamespace: the one OpenShift's privileged SCC is granted to,
+	// and nothing else; empty is that namespace's default, or, with no
+	// DeleteNamespace, ServiceAccountName. Its token is never mounted.
+	DeleteServiceAccountName string
 	// CRISocketPath overrides the runtime's default socket on every node.
 	CRISocketPath string
 	// ActiveDeadline bounds a Job's life in the cluster, retained or not.
@@ -100,6 +114,16 @@ func Name(cacheName, operation string, w Work) string {
 	return prefix + "-" + h
 }
 
+// Namespace is where a Job of kind for cache runs: a delete Job in
+// opts.DeleteNamespace when that is set, every other Job in the cache's
+// namespace.
+func Namespace(cache *v1alpha2.ImageCache, kind Kind, opts Options) string {
+	if kind == Delete && opts.DeleteNamespace != "" {
+		return opts.DeleteNamespace
+	}
+	return cache.Namespace
+}
+
 // Build returns the Job for one work item.
 func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	var pod corev1.PodSpec
@@ -143,9 +167,19 @@ func wrap(o Owner, kind Kind, node string, tolerations []corev1.Toleration, name
 		}
 	}
 	pod.PriorityClassName = opts.PriorityClassName
-	if opts.ServiceAccountName != "" {
+	switch {
+	case kind == Delete:
+		// The CRI client never calls the API server.
+		// In the controller's namespace the pull Jobs' ServiceAccount,
+		// which lives in the caches' namespaces, means nothing.
+		pod.ServiceAccountName = opts.DeleteServiceAccountName
+		if opts.DeleteNamespace == "" && pod.ServiceAccountName == "" {
+			pod.ServiceAccountName = opts.ServiceAccountName
+		}
+		pod.AutomountServiceAccountToken = ptr.To(false)
+	case opts.ServiceAccountName != "":
 		pod.ServiceAccountName = opts.ServiceAccountName
-	} else {
+	default:
 		pod.AutomountServiceAccountToken = ptr.To(false)
 	}
 
@@ -158,21 +192,28 @@ func wrap(o Owner, kind Kind, node string, tolerations []corev1.Toleration, name
 		LabelOperation:  o.Operation,
 		LabelKind:       string(kind),
 	}
+	meta := metav1.ObjectMeta{Name: name, Namespace: Namespace(cache, kind, opts), Labels: lbls, Annotations: ann}
+	if meta.Namespace == cache.Namespace {
+		meta.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion:         v1alpha2.GroupVersion.String(),
+			Kind:               "ImageCache",
+			Name:               cache.Name,
+			UID:                cache.UID,
+			Controller:         ptr.To(true),
+			BlockOwnerDeletion: ptr.To(true),
+		}}
+	} else {
+		// An owner reference cannot cross namespaces: the controller
+		// maps the Job back to its cache by this annotation, and
+		// deletes it when the cache goes (selecting it by the labels).
+		// Its pod gets neither the cache's pull secrets, which live in
+		// the cache's namespace, but its ServiceAccount's.
+		pod.ImagePullSecrets = nil
+		meta.Annotations[AnnotationCache] = cache.Namespace + "/" + cache.Name
+		lbls[LabelCacheNamespace] = cache.Namespace
+	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Namespace:   cache.Namespace,
-			Labels:      lbls,
-			Annotations: ann,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         v1alpha2.GroupVersion.String(),
-				Kind:               "ImageCache",
-				Name:               cache.Name,
-				UID:                cache.UID,
-				Controller:         ptr.To(true),
-				BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
+		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To[int32](0),
 			ActiveDeadlineSeconds: ptr.To(opts.ActiveDeadline),
@@ -242,6 +283,10 @@ func deletePod(w Work, opts Options) (corev1.PodSpec, error) {
 	}
 	sc := restricted(0)
 	sc.RunAsNonRoot = ptr.To(false)
+	// Under SELinux enforcing (OpenShift, RHEL nodes) a container's own
+	// type may not connect to the runtime's socket; spc_t, which node
+	// tooling runs as, may. A node without SELinux ignores the option.
+	sc.SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
 	return corev1.PodSpec{
 		HostNetwork: opts.DeleteHostNetwork,
 		Volumes: []corev1.Volume{{

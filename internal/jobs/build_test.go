@@ -7,7 +7,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/images"
@@ -94,13 +96,56 @@ func TestBuildDelete(t *testing.T) {
 			g.Expect(pod.Volumes[0].HostPath.Path).To(Equal(c.wantSocket))
 			g.Expect(pod.HostNetwork).To(BeTrue())
 			g.Expect(pod.ServiceAccountName).To(Equal("jobs"))
-			g.Expect(pod.AutomountServiceAccountToken).To(BeNil())
+			// The CRI client never calls the API server.
+			g.Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
+			g.Expect(pod.Containers[0].SecurityContext.SELinuxOptions.Type).To(Equal("spc_t"))
 			g.Expect(pod.Containers[0].Command).To(ContainElement("--image=nginx:1.21"))
 			// The helper image may sit in a private mirror.
 			g.Expect(pod.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "regcred"}))
 			g.Expect(pod.Containers[0].SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 		})
 	}
+}
+
+// A delete Job in the controller's namespace cannot be owned by its cache:
+// it names the cache in an annotation and labels, and runs as the delete
+// ServiceAccount without the cache's pull secrets, which live elsewhere.
+// Pull Jobs stay in the cache's namespace, owned.
+func TestDeleteJobInControllerNamespace(t *testing.T) {
+	g := NewWithT(t)
+	opts := Options{HelperImage: "h:1", ServiceAccountName: "jobs", DeleteNamespace: "kube-fledged", DeleteServiceAccountName: "kubefledged-delete"}
+	long := strings.Repeat("w", 100)
+	j, err := Build(Owner{Cache: cache(long), Operation: "op1"}, work(Delete, "nginx:1.21", "containerd://1.7"), opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(j.Namespace).To(Equal("kube-fledged"))
+	g.Expect(j.OwnerReferences).To(BeEmpty())
+	g.Expect(j.Labels).To(HaveKeyWithValue(LabelCacheNamespace, "ns"))
+	g.Expect(j.Spec.Template.Labels).To(Equal(j.Labels))
+	g.Expect(labels.SelectorFromSet(CacheSelector("ns", long)).Matches(labels.Set(j.Labels))).To(BeTrue())
+	g.Expect(labels.SelectorFromSet(CacheSelector("other", long)).Matches(labels.Set(j.Labels))).To(BeFalse())
+	ns, name, ok := CacheOf(j.Namespace, j.OwnerReferences, j.Annotations)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(ns + "/" + name).To(Equal("ns/" + long))
+	pod := j.Spec.Template.Spec
+	g.Expect(pod.ServiceAccountName).To(Equal("kubefledged-delete"))
+	g.Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
+	g.Expect(pod.ImagePullSecrets).To(BeEmpty())
+
+	p, err := Build(Owner{Cache: cache("web"), Operation: "op1"}, work(Pull, "nginx:1.21", "containerd://1.7"), opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.Namespace).To(Equal("ns"))
+	g.Expect(p.Labels).NotTo(HaveKey(LabelCacheNamespace))
+	g.Expect(p.Spec.Template.Spec.ServiceAccountName).To(Equal("jobs"))
+	ns, name, ok = CacheOf(p.Namespace, p.OwnerReferences, p.Annotations)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(ns + "/" + name).To(Equal("ns/web"))
+
+	// A Job controlled by something else is not ours to map.
+	other := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "CronJob", Name: "x", Controller: ptr.To(true)}}
+	_, _, ok = CacheOf("ns", other, map[string]string{AnnotationCache: "ns/web"})
+	g.Expect(ok).To(BeFalse())
+	_, _, ok = CacheOf("ns", nil, map[string]string{AnnotationCache: "web"})
+	g.Expect(ok).To(BeFalse())
 }
 
 func TestNamesAreValidAndDistinct(t *testing.T) {

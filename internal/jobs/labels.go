@@ -8,24 +8,33 @@ import (
 	"encoding/hex"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 )
 
 // Labels kept from the original, so users' selectors and the start-up
 // clean-up keep finding Jobs, plus ours for operations and results.
 const (
-	LabelApp            = "app"
-	LabelAppValue       = "kubefledged"
-	LabelManager        = "kubefledged"
-	LabelManagerValue   = "kubefledged-image-manager"
-	LabelImageCache     = "imagecache"
-	LabelController     = "controller"
-	LabelControllerVal  = "fledged"
-	LabelCacheUID       = "kubefledged.io/imagecache-uid"
-	LabelOperation      = "kubefledged.io/operation"
-	LabelKind           = "kubefledged.io/job-kind"
-	LabelResult         = "kubefledged.io/result"
+	LabelApp           = "app"
+	LabelAppValue      = "kubefledged"
+	LabelManager       = "kubefledged"
+	LabelManagerValue  = "kubefledged-image-manager"
+	LabelImageCache    = "imagecache"
+	LabelController    = "controller"
+	LabelControllerVal = "fledged"
+	LabelCacheUID      = "kubefledged.io/imagecache-uid"
+	LabelOperation     = "kubefledged.io/operation"
+	LabelKind          = "kubefledged.io/job-kind"
+	LabelResult        = "kubefledged.io/result"
+	// LabelCacheNamespace is the cache's namespace, on a delete Job that
+	// runs in the controller's (Options.DeleteNamespace).
+	LabelCacheNamespace = "kubefledged.io/imagecache-namespace"
+	// AnnotationCache is NAMESPACE/NAME of the cache a delete Job in the
+	// controller's namespace works for: it has no owner reference.
+	AnnotationCache     = "kubefledged.io/imagecache"
 	AnnotationImage     = "kubefledged.io/image"
 	AnnotationNode      = "kubefledged.io/node"
 	AnnotationRuntime   = "kubefledged.io/container-runtime"
@@ -45,6 +54,28 @@ const (
 // namespace: the start-up clean-up deletes all of them.
 func ManagedSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{LabelApp: LabelAppValue, LabelManager: LabelManagerValue})
+}
+
+// CacheOf is the cache a Job of ours works for, NAMESPACE and NAME: its
+// controller's when it has one, else the one AnnotationCache names.
+func CacheOf(namespace string, owners []metav1.OwnerReference, annotations map[string]string) (cacheNS, cacheName string, ok bool) {
+	for _, ref := range owners {
+		if ref.Controller != nil && *ref.Controller {
+			if ref.Kind != "ImageCache" || ref.APIVersion != v1alpha2.GroupVersion.String() {
+				return "", "", false
+			}
+			return namespace, ref.Name, true
+		}
+	}
+	cacheNS, cacheName, ok = strings.Cut(annotations[AnnotationCache], "/")
+	return cacheNS, cacheName, ok && cacheNS != "" && cacheName != ""
+}
+
+// CacheSelector selects the Jobs of the cache NAMESPACE/NAME that run in
+// another namespace than the cache's (the delete Jobs).
+func CacheSelector(cacheNS, cacheName string) labels.Set {
+	return labels.Set{LabelApp: LabelAppValue, LabelManager: LabelManagerValue,
+		LabelImageCache: CacheLabelValue(cacheName), LabelCacheNamespace: cacheNS}
 }
 
 // CacheLabelValue is the value of the imagecache label for a cache name. Names

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // Job is the record kept of one Job. It is a client.Object, so that
@@ -58,14 +60,20 @@ func Record(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &Job{
+	rec := &Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: j.Name, Namespace: j.Namespace, UID: j.UID, ResourceVersion: j.ResourceVersion,
 			OwnerReferences:   j.OwnerReferences,
 			CreationTimestamp: j.CreationTimestamp, DeletionTimestamp: j.DeletionTimestamp,
 		},
 		Conditions: j.Status.Conditions,
-	}, nil
+	}
+	// A delete Job in the controller's namespace has no owner: this
+	// annotation names its cache.
+	if c, ok := j.Annotations[jobs.AnnotationCache]; ok {
+		rec.Annotations = map[string]string{jobs.AnnotationCache: c}
+	}
+	return rec, nil
 }
 
 // Watch is the informer of the Jobs that carry the controller's labels, in

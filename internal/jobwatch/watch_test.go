@@ -53,6 +53,14 @@ func TestRecord(t *testing.T) {
 			g.Expect(j.Labels).To(BeNil())
 			g.Expect(j.Status).To(Equal(batchv1.JobStatus{Conditions: fullJob().Status.Conditions}))
 		}},
+		{"a delete Job in the controller's namespace keeps the annotation naming its cache", func() *batchv1.Job {
+			j := fullJob()
+			j.OwnerReferences = nil
+			j.Annotations["kubefledged.io/imagecache"] = "apps/c"
+			return j
+		}(), func(g Gomega, out any) {
+			g.Expect(out.(*Job).Annotations).To(Equal(map[string]string{"kubefledged.io/imagecache": "apps/c"}))
+		}},
 		{"tombstones pass through", cache.DeletedFinalStateUnknown{Key: "ns/j"}, func(g Gomega, out any) {
 			g.Expect(out).To(Equal(cache.DeletedFinalStateUnknown{Key: "ns/j"}))
 		}},

@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubefledged/kube-fledged/internal/commands"
@@ -18,8 +22,21 @@ const stopTimeout = 30 * time.Second
 // RunController runs the controller in-process, as the binary would with options o, against
 // the cluster of cfg. The returned stop cancels it and reports an error it exited with; it
 // is idempotent and also runs at the end of the test.
+//
+// The namespace the delete Jobs run in is made first if it is missing, as an install makes
+// the controller's own.
 func RunController(t testing.TB, cfg *rest.Config, o *commands.ControllerOptions) (stop func()) {
 	t.Helper()
+	if ns := o.DeleteJobNamespace; ns != "" {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating the delete Jobs' namespace %s: %v", ns, err)
+		}
+	}
 	stop, _ = RunInProcess(t, "controller", func(ctx context.Context) error { return commands.RunController(ctx, cfg, o) })
 	return stop
 }

@@ -40,6 +40,8 @@ type JobLog struct {
 	events []JobEvent
 	taken  int // events before this one were handed out by Take
 	subs   []chan JobEvent
+	// keep, when set, drops the Jobs it refuses.
+	keep func(*batchv1.Job) bool
 }
 
 // RecordJobs starts a JobLog on the Jobs of namespace ns ("" for every namespace) that
@@ -47,6 +49,20 @@ type JobLog struct {
 // recorded as created: a log started beside a predecessor's leftovers sees only what
 // happens to them from then on.
 func RecordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector labels.Set) *JobLog {
+	t.Helper()
+	return recordJobs(t, kube, ns, selector, nil)
+}
+
+// RecordCacheJobs is RecordJobs of every Job of the caches of namespace ns: those in ns, and
+// their delete Jobs, which run in the controller's namespace.
+func RecordCacheJobs(t testing.TB, kube kubernetes.Interface, ns string) *JobLog {
+	t.Helper()
+	return recordJobs(t, kube, "", nil, func(j *batchv1.Job) bool {
+		return j.Namespace == ns || j.Labels[jobs.LabelCacheNamespace] == ns
+	})
+}
+
+func recordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector labels.Set, keep func(*batchv1.Job) bool) *JobLog {
 	t.Helper()
 	api := kube.BatchV1().Jobs(ns)
 	sel := labels.SelectorFromSet(selector).String()
@@ -64,7 +80,7 @@ func RecordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector lab
 	t.Cleanup(cancel)
 	// An API server that does not answer fails the test rather than hanging it.
 	late := time.AfterFunc(ClusterTimeout, cancel)
-	l := &JobLog{}
+	l := &JobLog{keep: keep}
 	err := Inform(ctx, lw, &batchv1.Job{}, nil, l.record)
 	late.Stop()
 	if err != nil {
@@ -74,7 +90,7 @@ func RecordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector lab
 }
 
 func (l *JobLog) record(typ watch.EventType, j *batchv1.Job, initial bool) {
-	if initial {
+	if initial || (l.keep != nil && !l.keep(j)) {
 		return
 	}
 	ev := JobEvent{Type: typ, Job: *j, At: time.Now()}

@@ -197,6 +197,8 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--image-pull-policy":             "IfNotPresent",
 		"--service-account-name":          "",
 		"--image-delete-job-host-network": "false",
+		"--delete-job-namespace":          Namespace,
+		"--delete-job-service-account":    "kubefledged-delete",
 		"--job-priority-class-name":       "",
 		"--job-retention-policy":          "delete",
 		"--cri-socket-path":               "",
@@ -336,9 +338,10 @@ func TestFlagsPerCase(t *testing.T) {
 			"--helper-image": "registry.example.com/kubefledged@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 		},
 		"names": {
-			"--webhook-cert-secret":   "fledged-webhook-cert",
-			"--webhook-service":       "fledged-webhook",
-			"--webhook-configuration": "fledged",
+			"--delete-job-service-account": "fledged-delete",
+			"--webhook-cert-secret":        "fledged-webhook-cert",
+			"--webhook-service":            "fledged-webhook",
+			"--webhook-configuration":      "fledged",
 		},
 		"webhook-names": {
 			"--webhook-cert-secret":   "fledged-cert",
@@ -383,7 +386,7 @@ func TestObjectsPerCase(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		r := render(t, c, "defaults")
 		for kind, n := range map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 3, "RoleBinding": 3,
+			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3,
 			"Service": 1, "ValidatingWebhookConfiguration": 1, "PodDisruptionBudget": 0, "ServiceMonitor": 0,
 			"Certificate": 0, "Issuer": 0,
 		} {
@@ -397,17 +400,31 @@ func TestObjectsPerCase(t *testing.T) {
 			t.Errorf("self mode renders a caBundle:\n%s", vwc)
 		}
 		// Only the controller's ServiceAccount is bound (the original also
-		// bound the group system:nodes).
+		// bound the group system:nodes), and the delete Jobs' one to
+		// OpenShift's privileged SCC alone.
 		for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
 			for _, m := range r.Find(kind, "") {
 				b := &rbacv1.RoleBinding{}
 				if err := yaml.Unmarshal([]byte(m.Content), b); err != nil {
 					t.Fatal(err)
 				}
-				if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != "kubefledged-controller" {
+				want := "kubefledged-controller"
+				if b.Name == "kubefledged-delete" {
+					want = "kubefledged-delete"
+				}
+				if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != want {
 					t.Errorf("%s %s binds %+v", kind, b.Name, b.Subjects)
 				}
 			}
+		}
+		scc := one[rbacv1.ClusterRole](t, r.Find("ClusterRole", "kubefledged-delete"), "ClusterRole")
+		if !reflect.DeepEqual(scc.Rules, []rbacv1.PolicyRule{{APIGroups: []string{"security.openshift.io"},
+			Resources: []string{"securitycontextconstraints"}, ResourceNames: []string{"privileged"}, Verbs: []string{"use"}}}) {
+			t.Errorf("the delete Jobs' ClusterRole grants %+v, want use of the privileged SCC only", scc.Rules)
+		}
+		sa := one[corev1.ServiceAccount](t, r.Find("ServiceAccount", "kubefledged-delete"), "ServiceAccount")
+		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+			t.Error("the delete Jobs' ServiceAccount mounts its token")
 		}
 	})
 	t.Run("legacy-upstream", func(t *testing.T) {
@@ -468,7 +485,7 @@ func TestObjectsPerCase(t *testing.T) {
 	})
 	t.Run("serviceaccount-existing", func(t *testing.T) {
 		r := render(t, c, "serviceaccount-existing")
-		if count(r, "ServiceAccount") != 0 {
+		if count(r, "ServiceAccount") != len(r.Find("ServiceAccount", "kubefledged-delete")) {
 			t.Error("create: false still creates a ServiceAccount")
 		}
 		if sa := deployment(t, r).Spec.Template.Spec.ServiceAccountName; sa != "kubefledged-sa" {
@@ -476,7 +493,7 @@ func TestObjectsPerCase(t *testing.T) {
 		}
 		for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
 			for _, m := range r.Find(kind, "") {
-				if !strings.Contains(m.Content, "name: kubefledged-sa") {
+				if m.Head.Metadata.Name != "kubefledged-delete" && !strings.Contains(m.Content, "name: kubefledged-sa") {
 					t.Errorf("%s %s does not bind kubefledged-sa", kind, m.Head.Metadata.Name)
 				}
 			}
@@ -491,7 +508,7 @@ func TestObjectsPerCase(t *testing.T) {
 	// patch them comes with it, and not otherwise.
 	t.Run("startup-taint", func(t *testing.T) {
 		patchesNodes := func(name string) bool {
-			role := one[rbacv1.ClusterRole](t, render(t, c, name).Find("ClusterRole", ""), "ClusterRole")
+			role := one[rbacv1.ClusterRole](t, render(t, c, name).Find("ClusterRole", "kubefledged-controller"), "ClusterRole")
 			for _, rule := range role.Rules {
 				if slices.Contains(rule.Resources, "nodes") && slices.Contains(rule.Verbs, "patch") {
 					return true
@@ -516,7 +533,7 @@ func TestObjectsPerCase(t *testing.T) {
 	})
 	t.Run("clusterrole-existing", func(t *testing.T) {
 		r := render(t, c, "clusterrole-existing")
-		if count(r, "ClusterRole") != 0 {
+		if count(r, "ClusterRole") != len(r.Find("ClusterRole", "kubefledged-delete")) {
 			t.Error("ClusterRole rendered")
 		}
 		b := r.Find("ClusterRoleBinding", "kubefledged-binding")

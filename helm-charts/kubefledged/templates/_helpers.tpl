@@ -122,6 +122,18 @@ the Deployment and bindings, which broke create: false).
 {{- end -}}
 {{- end -}}
 
+{{/*
+The delete Jobs' ServiceAccount, in the release namespace. Empty (not
+created, no name) leaves the Jobs on the namespace's default.
+*/}}
+{{- define "kubefledged.deleteServiceAccountName" -}}
+{{- if .Values.deleteJobs.serviceAccount.create -}}
+{{- default (printf "%s-delete" (include "kubefledged.fullname" .)) .Values.deleteJobs.serviceAccount.name -}}
+{{- else -}}
+{{- .Values.deleteJobs.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "kubefledged.clusterRoleName" -}}
 {{- default (printf "%s-controller" (include "kubefledged.fullname" .)) .Values.clusterRole.name -}}
 {{- end -}}

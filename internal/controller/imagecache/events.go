@@ -6,28 +6,28 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
 // cacheForJob does what Owns(&batchv1.Job{}) does, mapping a Job to the
-// cache that controls it, and first notes which Job changed, so that
+// cache that controls it, or, for a delete Job in the controller's
+// namespace (which no owner reference can cross), the cache its annotation
+// names (jobs.CacheOf); it first notes which Job changed, so that
 // settling reads that Job and not every Job of the operation. The note is
 // taken before the wake-up, and the informer cache is updated before any
 // handler runs, so the reconcile that follows sees the change.
 func (r *Reconciler) cacheForJob(_ context.Context, obj client.Object) []reconcile.Request {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil || ref.Kind != "ImageCache" || ref.APIVersion != v1alpha2.GroupVersion.String() {
+	ns, name, ok := jobs.CacheOf(obj.GetNamespace(), obj.GetOwnerReferences(), obj.GetAnnotations())
+	if !ok {
 		return nil
 	}
-	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}
+	key := types.NamespacedName{Namespace: ns, Name: name}
 	r.ops.jobChanged(key, obj.GetName())
 	return []reconcile.Request{{NamespacedName: key}}
 }

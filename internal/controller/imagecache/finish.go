@@ -297,9 +297,15 @@ func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCa
 		if !op.sweep {
 			return nil
 		}
-		return client.IgnoreNotFound(r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(cache.Namespace),
-			client.MatchingLabels{jobs.LabelOperation: op.id},
-			client.PropagationPolicy(metav1.DeletePropagationBackground)))
+		for _, ns := range r.jobNamespaces(cache) {
+			err := r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns),
+				client.MatchingLabels{jobs.LabelOperation: op.id},
+				client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	var names []string
 	outcome := map[string]results.Outcome{}
@@ -316,7 +322,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCa
 		outcome[job] = worse(before, o, seen)
 	}
 	_, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
-		return r.labelResult(ctx, cache.Namespace, names[i], outcome[names[i]])
+		return r.labelResult(ctx, r.jobNamespace(cache, op, names[i]), names[i], outcome[names[i]])
 	})
 	return first
 }

@@ -447,14 +447,21 @@ func (h *harness) job(cache, image, node string) *batchv1.Job {
 	return &found[0]
 }
 
-// jobs lists the Jobs of a cache in the fake API server.
+// jobs lists the Jobs of a cache in the fake API server: in its namespace,
+// and its delete Jobs in the controller's (Jobs.DeleteNamespace).
 func (h *harness) jobs(cache string) []batchv1.Job {
 	h.t.Helper()
 	list := &batchv1.JobList{}
-	if err := h.api.List(h.ctx, list, client.InNamespace(testNS), client.MatchingLabels{jobs.LabelImageCache: cache}); err != nil {
+	if err := h.api.List(h.ctx, list, client.MatchingLabels{jobs.LabelImageCache: cache}); err != nil {
 		h.t.Fatalf("listing jobs: %v", err)
 	}
-	return list.Items
+	var out []batchv1.Job
+	for _, j := range list.Items {
+		if j.Namespace == testNS || j.Labels[jobs.LabelCacheNamespace] == testNS {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // complete ends the (image, node) Job of a cache as the Job controller

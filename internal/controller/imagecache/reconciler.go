@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -181,16 +182,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	cache := &v1alpha2.ImageCache{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cache); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Its Jobs go with it through their owner references; the
-			// images stay on the nodes, as in the original.
+			// Its Jobs in its namespace go with it through their owner
+			// references; the images stay on the nodes, as in the
+			// original.
 			r.forget(req.NamespacedName)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.deleteJobsElsewhere(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
 	}
 	if !cache.DeletionTimestamp.IsZero() {
 		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.deleteJobsElsewhere(ctx, req.NamespacedName)
 	}
 
 	op := r.ops.get(req.NamespacedName)
@@ -240,6 +242,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.start(ctx, cache, plan.NewNodes, newNodes)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// deleteJobsElsewhere deletes the Jobs of a cache that is gone which its
+// owner reference cannot take with it: its delete Jobs in the controller's
+// namespace, running or retained. An error retries the reconcile; a
+// controller that was down when the cache went deletes them at start-up
+// (preflight). A cache made again under the same name meanwhile has no
+// delete Job yet: its first operation, a create, only pulls.
+func (r *Reconciler) deleteJobsElsewhere(ctx context.Context, k types.NamespacedName) error {
+	stub := &v1alpha2.ImageCache{}
+	stub.Namespace, stub.Name = k.Namespace, k.Name
+	ns := jobs.Namespace(stub, jobs.Delete, r.Config.Jobs)
+	if ns == k.Namespace {
+		return nil
+	}
+	err := r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns),
+		client.MatchingLabels(jobs.CacheSelector(k.Namespace, k.Name)),
+		client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
 }
 
 // forget releases everything held for a cache that is gone.

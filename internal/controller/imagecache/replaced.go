@@ -31,19 +31,23 @@ func (r *Reconciler) deleteReplacedJobs(ctx context.Context, cache *v1alpha2.Ima
 	}
 	// Only metadata: the image and node are annotations, and a retained
 	// Job's spec and status are of no use here.
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
-	if err := r.APIReader.List(ctx, list, client.InNamespace(cache.Namespace),
-		client.MatchingLabels{jobs.LabelCacheUID: string(cache.UID)}); err != nil {
-		return fmt.Errorf("listing the retained jobs: %w", err)
+	var kept []metav1.PartialObjectMetadata
+	for _, ns := range r.jobNamespaces(cache) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+		if err := r.APIReader.List(ctx, list, client.InNamespace(ns),
+			client.MatchingLabels{jobs.LabelCacheUID: string(cache.UID)}); err != nil {
+			return fmt.Errorf("listing the retained jobs: %w", err)
+		}
+		kept = append(kept, list.Items...)
 	}
-	var stale []string
-	for i := range list.Items {
-		a := list.Items[i].Annotations
+	var stale []client.ObjectKey
+	for i := range kept {
+		a := kept[i].Annotations
 		if _, perPair := a[jobs.AnnotationImage]; !perPair {
 			// A node Job: it stays until its node has work again.
 			if nodes[a[jobs.AnnotationNode]] {
-				stale = append(stale, list.Items[i].Name)
+				stale = append(stale, client.ObjectKeyFromObject(&kept[i]))
 			}
 			continue
 		}
@@ -52,14 +56,14 @@ func (r *Reconciler) deleteReplacedJobs(ctx context.Context, cache *v1alpha2.Ima
 			ref = a[jobs.AnnotationImage]
 		}
 		if pairs[pairKey(ref, a[jobs.AnnotationNode])] {
-			stale = append(stale, list.Items[i].Name)
+			stale = append(stale, client.ObjectKeyFromObject(&kept[i]))
 		}
 	}
 	if len(stale) == 0 {
 		return nil
 	}
 	_, first := inParallel(len(stale), r.Config.WriteParallelism, func(i int) error {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cache.Namespace, Name: stale[i]}}
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: stale[i].Namespace, Name: stale[i].Name}}
 		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})
 	if first != nil {

@@ -130,7 +130,7 @@ func (s *settlement) settleJob(job string) {
 		return
 	}
 	expired := !s.now.Before(op.createdAt[op.names[open[0]]].Add(s.r.Config.Deadline))
-	obj := s.r.Jobs.Get(s.cache.Namespace, job)
+	obj := s.r.Jobs.Get(s.r.jobNamespace(s.cache, op, job), job)
 	_, perNode := op.pairsOf[job]
 	outs := s.outcomes(job, obj, pairs, open, expired, perNode)
 	left := len(open)
@@ -226,7 +226,7 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 // podsOf are the pods of one Job of the operation.
 func (s *settlement) podsOf(job string) []corev1.Pod {
 	if s.pods == nil {
-		s.pods = s.r.listPods(s.ctx, s.cache.Namespace, s.op.id)
+		s.pods = s.r.listPods(s.ctx, s.r.jobNamespaces(s.cache), s.op.id)
 	}
 	return s.pods[job]
 }
@@ -247,7 +247,7 @@ func (s *settlement) eventsOf(job string, jobPods []corev1.Pod) []corev1.Event {
 	if len(names) == 0 {
 		names = []string{job}
 	}
-	return s.r.eventsOfObjects(s.ctx, s.cache.Namespace, names)
+	return s.r.eventsOfObjects(s.ctx, s.r.jobNamespace(s.cache, s.op, job), names)
 }
 
 // release deletes the Jobs settled under the delete policy and frees the
@@ -260,7 +260,11 @@ func (s *settlement) eventsOf(job string, jobPods []corev1.Pod) []corev1.Event {
 // cluster stays within the caps.
 func (s *settlement) release() {
 	r, op := s.r, s.op
-	if !r.deleteJobs(s.ctx, s.cache.Namespace, s.gone) {
+	gone := make([]client.ObjectKey, len(s.gone))
+	for i, job := range s.gone {
+		gone[i] = client.ObjectKey{Namespace: r.jobNamespace(s.cache, op, job), Name: job}
+	}
+	if !r.deleteJobs(s.ctx, gone) {
 		op.sweep = true
 	}
 	for _, name := range s.settled {
@@ -289,12 +293,12 @@ func finalOf(op *operation) *finalState {
 // at a time, and says whether all went. A Job someone else deleted first is
 // fine. One that could not be deleted now is deleted at the end of the
 // operation; its result, already settled, is never read again.
-func (r *Reconciler) deleteJobs(ctx context.Context, ns string, names []string) bool {
-	if len(names) == 0 {
+func (r *Reconciler) deleteJobs(ctx context.Context, keys []client.ObjectKey) bool {
+	if len(keys) == 0 {
 		return true
 	}
-	failed, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i]}}
+	failed, first := inParallel(len(keys), r.Config.WriteParallelism, func(i int) error {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: keys[i].Namespace, Name: keys[i].Name}}
 		return client.IgnoreNotFound(r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})
 	if first != nil {
@@ -353,22 +357,43 @@ func countsOf(op *operation) v1alpha2.Counts {
 	return c
 }
 
-// listPods returns the pods of the operation's Jobs, by Job name. It reads
-// the informer cache, which holds only our Jobs' pods.
-func (r *Reconciler) listPods(ctx context.Context, ns, opID string) map[string][]corev1.Pod {
-	list := &corev1.PodList{}
+// listPods returns the pods of the operation's Jobs, by Job name, in the
+// namespaces its Jobs run in. It reads the informer cache, which holds only
+// our Jobs' pods.
+func (r *Reconciler) listPods(ctx context.Context, namespaces []string, opID string) map[string][]corev1.Pod {
 	out := map[string][]corev1.Pod{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelOperation: opID}, client.UnsafeDisableDeepCopy); err != nil {
-		return out
-	}
-	for _, p := range list.Items {
-		job := p.Labels[batchv1.JobNameLabel]
-		if job == "" {
-			job = p.Labels["job-name"]
+	for _, ns := range namespaces {
+		list := &corev1.PodList{}
+		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{jobs.LabelOperation: opID}, client.UnsafeDisableDeepCopy); err != nil {
+			continue
 		}
-		out[job] = append(out[job], p)
+		for _, p := range list.Items {
+			job := p.Labels[batchv1.JobNameLabel]
+			if job == "" {
+				job = p.Labels["job-name"]
+			}
+			out[job] = append(out[job], p)
+		}
 	}
 	return out
+}
+
+// jobNamespace is where Job job of op runs (jobs.Namespace).
+func (r *Reconciler) jobNamespace(cache *v1alpha2.ImageCache, op *operation, job string) string {
+	kind := jobs.Pull
+	if ps := op.pairs(job); len(ps) > 0 {
+		kind = op.work[ps[0]].Kind
+	}
+	return jobs.Namespace(cache, kind, r.Config.Jobs)
+}
+
+// jobNamespaces are the namespaces the cache's Jobs run in: its own, and
+// the controller's for the delete Jobs.
+func (r *Reconciler) jobNamespaces(cache *v1alpha2.ImageCache) []string {
+	if d := jobs.Namespace(cache, jobs.Delete, r.Config.Jobs); d != cache.Namespace {
+		return []string{cache.Namespace, d}
+	}
+	return []string{cache.Namespace}
 }
 
 // eventsOfObjects reads the events of the named objects (our pods, a Job)

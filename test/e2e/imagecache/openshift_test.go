@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/framework/scc"
@@ -106,4 +108,46 @@ func watchPods(t *testing.T, ns string) func(g Gomega, want int) []corev1.Pod {
 		g.Eventually(seen).WithTimeout(framework.ClusterTimeout).WithPolling(100*time.Millisecond).Should(HaveLen(want), "the pull pods of the create and of the refresh")
 		return seen()
 	}
+}
+
+// TestOpenShiftPurge: under the emulation of SCC admission, a purge's
+// delete Jobs, which run in the controller's namespace as their own
+// ServiceAccount, are admitted only once that ServiceAccount may use the
+// privileged SCC, as the chart and the bundle grant it: without the grant
+// no pod is made and the purge fails on every node; with it, it succeeds.
+func TestOpenShiftPurge(t *testing.T) {
+	g := NewWithT(t)
+	env(t)
+	e := scc.Start(t, sandbox.Get().Config())
+	ns := e.Namespace(t, "e2e-scc-", "1000680000/10000", map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+	})
+	controllerNS := e.Namespace(t, "e2e-scc-controller-", "1000690000/10000", nil)
+	const deleter = "kubefledged-delete"
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: deleter}, AutomountServiceAccountToken: ptr.To(false)}
+	g.Expect(k8s.Create(context.Background(), sa)).To(Succeed())
+	for _, n := range allNodes() {
+		g.Expect(sandbox.Get().SetNodeImages(context.Background(), n, nil)).To(Succeed())
+	}
+	runController(t, func(o *commands.ControllerOptions) {
+		o.DeleteJobNamespace, o.DeleteJobServiceAccount = controllerNS, deleter
+	})
+	key := client.ObjectKey{Namespace: ns, Name: "purged"}
+
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, list("nginx:1.21")))).To(Succeed())
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	framework.WaitNodesReport(g, k8s, allNodes(), "docker.io/library/nginx:1.21")
+
+	t1 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed), "no grant, no delete pod")
+	g.Expect(c.Status.Failures["nginx:1.21"]).To(HaveLen(nodes))
+
+	scc.GrantPrivileged(t, k8s, controllerNS, deleter)
+	t2 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
+	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t2, opTimeout)
+	g.Expect(c.Status.Failures).To(BeEmpty())
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 }

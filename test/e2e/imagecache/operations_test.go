@@ -52,7 +52,7 @@ func hasEvent(g Gomega, ns, name, typ, reason, msg string) {
 func followed(t *testing.T, name string) (key client.ObjectKey, rec *framework.JobLog, statuses func(upTo client.Object) []v1alpha2.ImageCacheStatus) {
 	t.Helper()
 	key = client.ObjectKey{Namespace: namespace(t), Name: name}
-	rec = framework.RecordJobs(t, kube, key.Namespace, nil)
+	rec = framework.RecordCacheJobs(t, kube, key.Namespace)
 	runController(t, nil)
 	return key, rec, watchStatuses(t, key.Namespace, name)
 }

@@ -19,15 +19,16 @@ import (
 // too (they still hold them); a NotReady node cannot be reached, so it is a
 // failure, never a "succesfully deleted"; a node that is not Linux never got
 // our images (our helpers are Linux binaries) and is skipped, with the
-// reason in the status. Delete Jobs carry the cache's pull secrets: the
-// helper image may sit in a private mirror.
+// reason in the status. Delete Jobs run in the controller's namespace, so
+// they do not carry the cache's pull secrets, which live in the cache's:
+// the pull secrets of their ServiceAccount open a private mirror.
 func TestPurgeReachesEveryNode(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	pool, sel := nodePool(t, g, "purge", mixedNodes(
 		sandbox.NodeSpec{Name: "windows", Labels: map[string]string{corev1.LabelOSStable: "windows"}},
 	)...)
-	rec := framework.RecordJobs(t, kube, ns, nil)
+	rec := framework.RecordCacheJobs(t, kube, ns)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "purged"}
 	cache := newCache(ns, key.Name, withSelector(sel, "busybox:1.36"))
@@ -55,7 +56,8 @@ func TestPurgeReachesEveryNode(t *testing.T) {
 	deletes := rec.Await(g, ConsistOf("delete busybox:1.36 "+pool+"-ok", "delete busybox:1.36 "+pool+"-cordoned"))
 	for _, j := range deletes {
 		pod := j.Spec.Template.Spec
-		g.Expect(pod.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "mirror-cred"}), j.Name)
+		g.Expect(j.Namespace).To(Equal(controllerNamespace), j.Name)
+		g.Expect(pod.ImagePullSecrets).To(BeEmpty(), j.Name)
 		g.Expect(pod.Tolerations).To(ConsistOf(corev1.Toleration{Operator: corev1.TolerationOpExists}), j.Name)
 	}
 

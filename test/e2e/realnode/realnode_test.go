@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/test/framework"
 )
@@ -263,10 +264,12 @@ func testPurgeRemovesFromTheRuntime(t *testing.T) {
 	for _, ref := range images {
 		g.Expect(inRuntime(g, ref)).To(BeFalse(), "%s is still in containerd after the purge", ref)
 	}
-	js := jobsOf(g, ns, client.MatchingLabels{jobs.LabelImageCache: "purge", jobs.LabelKind: string(jobs.Delete)})
+	// Delete Jobs run in the controller's namespace.
+	deleteNS := commands.NewControllerOptions().DeleteJobNamespace
+	js := jobsOf(g, deleteNS, client.MatchingLabels{jobs.LabelImageCache: "purge", jobs.LabelKind: string(jobs.Delete), jobs.LabelCacheNamespace: ns})
 	g.Expect(js).To(HaveLen(len(images)))
 	for _, j := range js {
-		pods := podsOf(g, ns, j.Name)
+		pods := podsOf(g, deleteNS, j.Name)
 		g.Expect(pods).To(HaveLen(1))
 		g.Expect(pods[0].Status.ContainerStatuses).To(HaveLen(1))
 		term := pods[0].Status.ContainerStatuses[0].State.Terminated

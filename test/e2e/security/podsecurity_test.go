@@ -203,8 +203,8 @@ func TestPullJobs(t *testing.T) {
 // host: no other path, no host network unless asked, no capabilities, no
 // privilege escalation, no token. It runs as root only to open the socket,
 // so namespaces that enforce the restricted or baseline Pod Security level
-// refuse it: docs/security.md tells users to allow it where purges and
-// updates must delete images.
+// refuse it: it runs in the controller's namespace, labelled privileged
+// (docs/security.md).
 func TestDeleteJobs(t *testing.T) {
 	w := setup(t)
 	g := NewWithT(t)
