@@ -3,14 +3,18 @@
 # webhook (`kubefledged controller`), and the helpers the pull and delete Jobs
 # run (`/kubefledged copy-self`, `exit`, `cri-rmi`).
 #
-# Multi-arch: docker buildx build --platform linux/amd64,linux/arm64 .
-# The Go stage runs on the build machine's platform and cross-compiles, so no
-# emulation is needed. test/dockerfile checks this file against the tree.
+# Multi-arch: docker buildx build --platform linux/amd64,linux/arm64,linux/arm/v7,linux/ppc64le,linux/s390x .
+# (internal/platform's list: the controller skips nodes of any other
+# architecture.) The Go stage runs on the build machine's platform and
+# cross-compiles, so no emulation is needed. test/dockerfile checks this
+# file against the tree.
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 # Set by buildx to each --platform's; empty (the build machine's) otherwise.
 ARG TARGETOS
 ARG TARGETARCH
+# v7 for linux/arm/v7, the GOARM level; empty for the other platforms.
+ARG TARGETVARIANT
 ARG VERSION=v0.11.0
 WORKDIR /src
 # Modules first: they change less often than the code, so the layer caches.
@@ -21,7 +25,7 @@ COPY api/ api/
 COPY internal/ internal/
 # Static: copy-self puts this binary into the images being pulled, which may
 # have no C library at all.
-RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH GOARM=${TARGETVARIANT#v} go build -trimpath \
     -ldflags "-s -w -X github.com/kubefledged/kube-fledged/internal/commands.Version=${VERSION}" \
     -o /out/kubefledged .
 

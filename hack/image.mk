@@ -5,8 +5,10 @@
 
 # The OCI layout and the index digest land here.
 IMAGE_DIR ?= $(LOCALBIN)/image
-# Empty for hack/image's own list, linux/amd64 and linux/arm64; one platform
-# (IMAGE_PLATFORMS=linux/amd64) halves the build time.
+# Empty for every platform of internal/platform (linux/amd64, arm64, arm/v7,
+# ppc64le, s390x), the nodes the controller serves; a subset of them
+# (IMAGE_PLATFORMS=linux/amd64) builds in a fifth of the time, each platform
+# being one cross-compile.
 IMAGE_PLATFORMS ?=
 # INSECURE=1 lets image-push use plain HTTP to any registry; registries on
 # localhost and loopback addresses get it without asking.

@@ -200,7 +200,8 @@ type ImageCacheStatus struct {
 	// +optional
 	RefreshedTime *metav1.Time `json:"refreshedTime,omitempty"`
 	// SkippedNodes are the nodes a list selects but the latest operation
-	// left out, by reason: Cordoned, NotReady, TaintNotTolerated, NotLinux.
+	// left out, by reason: Cordoned, NotReady, TaintNotTolerated, NotLinux,
+	// UnsupportedArch.
 	// +optional
 	// +listType=map
 	// +listMapKey=reason
@@ -258,6 +259,9 @@ const (
 	SkipNotReady          = "NotReady"
 	SkipTaintNotTolerated = "TaintNotTolerated"
 	SkipNotLinux          = "NotLinux"
+	// SkipUnsupportedArch: the node's kubernetes.io/arch is one our image
+	// holds no binary for (internal/platform), so its Jobs could never start.
+	SkipUnsupportedArch = "UnsupportedArch"
 )
 
 // ReadyReasonNodesSkipped is the reason of a Ready condition that is False

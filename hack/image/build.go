@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	kfplatform "github.com/kubefledged/kube-fledged/internal/platform"
 )
 
 // The image's shape, as the Dockerfile gives it.
@@ -52,9 +54,15 @@ const (
 // headers (hack/boilerplate.go.txt) say the Apache License 2.0.
 const license = "Apache-2.0"
 
-type platform struct{ os, arch string }
+// platform is internal/platform's, the list the plan reads too: a platform
+// built here is one the controller serves nodes of.
+type platform = kfplatform.Platform
 
-func (p platform) String() string { return p.os + "/" + p.arch }
+// ociPlatform is p as an index entry names it; arm/v7's variant is what
+// containerd on an ARMv7 node matches.
+func ociPlatform(p platform) *v1.Platform {
+	return &v1.Platform{OS: p.OS, Architecture: p.Arch, Variant: p.Variant}
+}
 
 type buildOptions struct {
 	out, version, ref string
@@ -114,7 +122,7 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.platforms {
-		bin := filepath.Join(work, p.os+"-"+p.arch, "kubefledged")
+		bin := filepath.Join(work, strings.ReplaceAll(p.String(), "/", "-"), "kubefledged")
 		if err := goBuild(ctx, p, ".", "-s -w -X "+versionVar+"="+o.version, bin); err != nil {
 			return "", err
 		}
@@ -132,7 +140,7 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		}
 		index = mutate.AppendManifests(index, mutate.IndexAddendum{
 			Add:        img,
-			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.os, Architecture: p.arch}},
+			Descriptor: v1.Descriptor{Platform: ociPlatform(p)},
 		})
 	}
 	// The labels again on the index, where registries that list a
@@ -195,11 +203,14 @@ func writeLayout(work, out string, index v1.ImageIndex, ref string) error {
 // -buildvcs=false, since the Dockerfile's build sees no .git and a
 // checkout's state should not reach the binary (the revision label carries
 // the commit); and the per-architecture levels pinned at Go's defaults, so
-// that a GOAMD64 or GOARM64 in someone's environment cannot change the image.
+// that a GOAMD64, GOARM64 or GOPPC64 in someone's environment cannot change
+// the image. GOARM is the platform's variant (arm/v7: 7, hardware floating
+// point), so that the binary runs on every node the index offers it to.
 func goBuild(ctx context.Context, p platform, pkg, ldflags, out string) error {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.os, "GOARCH="+p.arch, "GOAMD64=v1", "GOARM64=v8.0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch,
+		"GOAMD64=v1", "GOARM64=v8.0", "GOPPC64=power8", "GOARM="+p.GOARM())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s for %s: %w", pkg, p, err)
@@ -229,8 +240,9 @@ func image(p platform, epoch time.Time, labels map[string]string, layers []mutat
 func configured(p platform, epoch time.Time, c v1.Config) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	return mutate.ConfigFile(img, &v1.ConfigFile{
-		OS:           p.os,
-		Architecture: p.arch,
+		OS:           p.OS,
+		Architecture: p.Arch,
+		Variant:      p.Variant,
 		Created:      v1.Time{Time: epoch},
 		Config:       c,
 		RootFS:       v1.RootFS{Type: "layers"},

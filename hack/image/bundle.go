@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
+
+	kfplatform "github.com/kubefledged/kube-fledged/internal/platform"
 )
 
 // The bundle's annotations that say where its parts are, in the bundle
@@ -139,7 +141,7 @@ func buildBundle(o bundleOptions) (string, error) {
 		}
 		index = mutate.AppendManifests(index, mutate.IndexAddendum{
 			Add:        img,
-			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.os, Architecture: p.arch}},
+			Descriptor: v1.Descriptor{Platform: ociPlatform(p)},
 		})
 	}
 	return finish(work, o.out, index, o.ref, src, "bundle image of "+o.dir)
@@ -171,7 +173,7 @@ func finish(work, out string, index v1.ImageIndex, ref string, src source, what 
 	var plats []string
 	for _, d := range m.Manifests {
 		if d.Platform != nil {
-			plats = append(plats, d.Platform.OS+"/"+d.Platform.Architecture)
+			plats = append(plats, d.Platform.String())
 		}
 	}
 	slices.Sort(plats)
@@ -185,7 +187,7 @@ func bundleCommand(_ context.Context, args []string) error {
 	dir := fs.String("dir", "bundle", "the bundle directory (operator-sdk's bundle/)")
 	out := fs.String("out", "", "the OCI layout directory to write (replaced if it exists)")
 	ref := fs.String("ref", "", "the bundle image reference, also named in the layout's index.json (BUNDLE_IMG)")
-	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch pairs")
+	platforms := fs.String("platforms", kfplatform.List(), "comma-separated platforms, os/arch or linux/arm/v7")
 	digestFile := fs.String("digest-file", "", "a file to write the index digest to (optional)")
 	_ = fs.Parse(args)
 	if *out == "" || *ref == "" || fs.NArg() != 0 {

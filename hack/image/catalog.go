@@ -227,7 +227,7 @@ func platformImage(idx v1.ImageIndex, p platform) (v1.Image, error) {
 		return nil, err
 	}
 	for _, d := range m.Manifests {
-		if d.Platform != nil && d.Platform.OS == p.os && d.Platform.Architecture == p.arch {
+		if d.Platform != nil && d.Platform.OS == p.OS && d.Platform.Architecture == p.Arch && d.Platform.Variant == p.Variant {
 			return idx.Image(d.Digest)
 		}
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/random"
+
+	kfplatform "github.com/kubefledged/kube-fledged/internal/platform"
 )
 
 // A layer depends on its entries alone: not on their order, nor on the
@@ -106,14 +108,21 @@ func TestIsLocal(t *testing.T) {
 }
 
 func TestParsePlatforms(t *testing.T) {
-	got, err := parsePlatforms("linux/amd64, linux/arm64")
+	got, err := parsePlatforms("linux/amd64, linux/arm/v7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []platform{{"linux", "amd64"}, {"linux", "arm64"}}; !slices.Equal(got, want) {
+	if want := []platform{{OS: "linux", Arch: "amd64"}, {OS: "linux", Arch: "arm", Variant: "v7"}}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
-	for _, bad := range []string{"linux/arm/v7", "darwin/arm64", "linux/", "linux/amd64,linux/amd64", ""} {
+	// The default of build and bundle: every platform the controller
+	// serves, in the list's order.
+	if got, err := parsePlatforms(kfplatform.List()); err != nil || !slices.Equal(got, kfplatform.Image()) {
+		t.Errorf("the default %q parses to %v, %v", kfplatform.List(), got, err)
+	}
+	// arm without its variant, a variant the controller does not serve,
+	// and an architecture it skips are refused here, not found on a node.
+	for _, bad := range []string{"linux/arm", "linux/arm/v6", "linux/riscv64", "linux/386", "darwin/arm64", "linux/", "linux/amd64,linux/amd64", ""} {
 		if _, err := parsePlatforms(bad); err == nil {
 			t.Errorf("parsePlatforms(%q) accepted it", bad)
 		}

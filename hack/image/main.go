@@ -2,7 +2,7 @@
 // OLM bundle and catalog images, and the OLM tool images the OLM e2e runs,
 // and pushes any of them, without a Docker engine:
 //
-//	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm64] [-digest-file FILE]
+//	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm/v7] [-digest-file FILE]
 //	go run ./hack/image bundle -out DIR -ref BUNDLE_IMG [-dir bundle]
 //	go run ./hack/image catalog -out DIR -ref CATALOG_IMG -opm bin/opm -probe bin/grpc_health_probe -bundle LAYOUT...
 //	go run ./hack/image opm -out DIR -ref IMG -opm bin/opm -probe bin/grpc_health_probe
@@ -40,7 +40,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+
+	kfplatform "github.com/kubefledged/kube-fledged/internal/platform"
 )
 
 func usage() {
@@ -105,7 +108,7 @@ func buildCommand(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "the OCI layout directory to write (replaced if it exists)")
 	version := fs.String("version", "", "the release version, as `kubefledged version` reports it (v0.11.0)")
 	ref := fs.String("ref", "", "the image reference to name the index by in the layout's index.json (optional)")
-	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch pairs")
+	platforms := fs.String("platforms", kfplatform.List(), "comma-separated platforms, os/arch or linux/arm/v7 (default: every one internal/platform lists)")
 	digestFile := fs.String("digest-file", "", "a file to write the index digest to (optional)")
 	_ = fs.Parse(args)
 	if *out == "" || *version == "" || fs.NArg() != 0 {
@@ -140,17 +143,21 @@ func pushCommand(ctx context.Context, args []string) error {
 	return nil
 }
 
+// parsePlatforms reads -platforms. A subset of internal/platform's list is
+// what a quicker build for one node takes (IMAGE_PLATFORMS=linux/amd64);
+// a platform outside it is refused, since the controller would skip its
+// nodes as UnsupportedArch whatever the image holds.
 func parsePlatforms(list string) ([]platform, error) {
 	var out []platform
 	seen := map[platform]bool{}
 	for _, s := range strings.Split(list, ",") {
-		parts := strings.Split(strings.TrimSpace(s), "/")
-		// Variants (linux/arm/v7) would need GOARM and a variant in the
-		// index; nothing asks for them.
-		if len(parts) != 2 || parts[0] != "linux" || parts[1] == "" {
-			return nil, fmt.Errorf("platform %q: want linux/ARCH", s)
+		p, err := kfplatform.Parse(s)
+		if err != nil {
+			return nil, err
 		}
-		p := platform{os: parts[0], arch: parts[1]}
+		if !slices.Contains(kfplatform.Image(), p) {
+			return nil, fmt.Errorf("platform %s is not one internal/platform lists (%s): the controller would skip its nodes", p, kfplatform.List())
+		}
 		if seen[p] {
 			return nil, fmt.Errorf("platform %s given twice", p)
 		}

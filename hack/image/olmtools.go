@@ -61,7 +61,7 @@ func binaryPlatform(bin string) (platform, error) {
 	if !ok || f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
 		return platform{}, fmt.Errorf("%s: ELF machine %s is not one of linux/amd64, linux/arm64", bin, f.Machine)
 	}
-	return platform{os: "linux", arch: arch}, nil
+	return platform{OS: "linux", Arch: arch}, nil
 }
 
 // samePlatform is the one platform of bins, or an error naming the odd one.
@@ -103,7 +103,7 @@ func singleIndex(p platform, img v1.Image) v1.ImageIndex {
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	return mutate.AppendManifests(index, mutate.IndexAddendum{
 		Add:        img,
-		Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.os, Architecture: p.arch}},
+		Descriptor: v1.Descriptor{Platform: ociPlatform(p)},
 	})
 }
 

@@ -9,12 +9,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/platform"
 )
 
 // Skip says why a list's pull Jobs may not run on a node that matches its
 // selector, or "" when they may. Cordoned and NotReady nodes are left out (a
 // Job there would only hang until the deadline, #205, #207); so is a node
-// that is not Linux (our helpers are Linux binaries), and, with tolerations,
+// that is not Linux (our helpers are Linux binaries) or whose architecture
+// our image holds no binary for (its Jobs could never start), and, with tolerations,
 // a node with a NoSchedule or NoExecute taint they do not tolerate.
 func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string { return SkipWith(n, l, nil) }
 
@@ -26,6 +28,8 @@ func SkipWith(n *corev1.Node, l *v1alpha2.CacheSpecImages, startup *StartupTaint
 	switch {
 	case !Linux(n):
 		return v1alpha2.SkipNotLinux
+	case !ArchSupported(n):
+		return v1alpha2.SkipUnsupportedArch
 	case !Ready(n):
 		return v1alpha2.SkipNotReady
 	case n.Spec.Unschedulable:
@@ -73,6 +77,18 @@ func Linux(n *corev1.Node) bool {
 		os = n.Status.NodeInfo.OperatingSystem
 	}
 	return os == "" || os == "linux"
+}
+
+// ArchSupported says whether our image holds a binary for the node's
+// architecture: its kubernetes.io/arch label, or status.nodeInfo.architecture
+// when the label is missing. A node with neither (a hand-made one) is taken
+// to be supported, as it is taken for Linux.
+func ArchSupported(n *corev1.Node) bool {
+	arch := n.Labels[corev1.LabelArchStable]
+	if arch == "" {
+		arch = n.Status.NodeInfo.Architecture
+	}
+	return arch == "" || platform.HoldsArch(arch)
 }
 
 // Ready says whether the node's Ready condition is True.

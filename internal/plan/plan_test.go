@@ -51,6 +51,23 @@ func TestBuild(t *testing.T) {
 	windows := node("win", map[string]string{"tier": "web", "kubernetes.io/os": "windows"})
 	unlabelledWindows := node("win2", map[string]string{"tier": "web"})
 	unlabelledWindows.Status.NodeInfo.OperatingSystem = "windows"
+	arch := func(name, label, reported string) corev1.Node {
+		n := node(name, map[string]string{"tier": "web"})
+		if label != "" {
+			n.Labels[corev1.LabelArchStable] = label
+		}
+		n.Status.NodeInfo.Architecture = reported
+		return n
+	}
+	// Every architecture the image holds, one node each, and three it does
+	// not: by label, by status alone, and a label that overrides the status.
+	served := []corev1.Node{arch("amd64", "amd64", "amd64"), arch("arm64", "arm64", ""), arch("arm", "arm", "arm"),
+		arch("ppc64le", "", "ppc64le"), arch("s390x", "s390x", "s390x"), arch("unknown", "", "")}
+	unserved := []corev1.Node{arch("riscv", "riscv64", "riscv64"), arch("mips", "", "mips64le"), arch("relabelled", "loong64", "amd64")}
+	allArches := append(append([]corev1.Node{}, served...), unserved...)
+	windowsARM := node("win-arm", map[string]string{"kubernetes.io/os": "windows", "kubernetes.io/arch": "riscv64"})
+	riscvOnly := arch("riscv-only", "riscv64", "riscv64")
+	riscvOnly.Labels["pool"] = "riscv"
 	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 	other := []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
 	caching := &StartupTaint{Key: "kubefledged.io/caching", Effect: corev1.TaintEffectNoSchedule}
@@ -95,6 +112,37 @@ func TestBuild(t *testing.T) {
 				Nodes: []corev1.Node{nodes[0], windows}},
 			wantSkipped: 1, wantSkippedBy: map[string]string{"win": "NotLinux"},
 			wantUnmatched: []string{"cacheSpec[0] (nodeSelector kubernetes.io/os=windows) matches 1 node(s), none eligible: 1 NotLinux"},
+		},
+		{
+			name:        "nodes of an architecture the image does not hold are skipped: their Jobs could never start",
+			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: allArches},
+			want:        []string{"pull redis:7 amd64", "pull redis:7 arm64", "pull redis:7 arm", "pull redis:7 ppc64le", "pull redis:7 s390x", "pull redis:7 unknown"},
+			wantSkipped: 3, wantSkippedBy: map[string]string{"riscv": "UnsupportedArch", "mips": "UnsupportedArch", "relabelled": "UnsupportedArch"},
+		},
+		{
+			name: "new nodes of an unsupported architecture are skipped too",
+			in: Input{Op: NewNodes, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: allArches,
+				Only: map[string]bool{"riscv": true, "s390x": true}},
+			want: []string{"pull redis:7 s390x"}, wantSkipped: 1, wantSkippedBy: map[string]string{"riscv": "UnsupportedArch"},
+		},
+		{
+			name: "a list that selects only nodes of an unsupported architecture says so",
+			in: Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}, NodeSelector: map[string]string{"pool": "riscv"}}),
+				Nodes: []corev1.Node{nodes[0], riscvOnly}},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"riscv-only": "UnsupportedArch"},
+			wantUnmatched: []string{"cacheSpec[0] (nodeSelector pool=riscv) matches 1 node(s), none eligible: 1 UnsupportedArch"},
+		},
+		{
+			name:        "a Windows node is NotLinux whatever its architecture",
+			in:          Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: []corev1.Node{windowsARM}},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"win-arm": "NotLinux"},
+			wantUnmatched: []string{"cacheSpec[0] (no nodeSelector) matches 1 node(s), none eligible: 1 NotLinux"},
+		},
+		{
+			name:        "purge leaves out nodes of an unsupported architecture: its delete Jobs could not start there either",
+			in:          Input{Op: Purge, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: []corev1.Node{served[0], unserved[0]}},
+			want:        []string{"delete redis:7 amd64"},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"riscv": "UnsupportedArch"},
 		},
 		{
 			name:        "purge reaches cordoned and tainted nodes; a NotReady one keeps its images and fails",

@@ -64,10 +64,14 @@ type Input struct {
 // skipDelete is Skip for delete Jobs. They tolerate every taint and run on
 // cordoned nodes: those still hold the images, and the original's Jobs
 // reached them. A node that is not Ready is not skipped but unreachable
-// (see Plan.Unreachable); one that is not Linux never got our images.
+// (see Plan.Unreachable); one that is not Linux, or of an architecture our
+// image does not hold, never got our images and could not run the Job.
 func skipDelete(n *corev1.Node, _ *v1alpha2.CacheSpecImages) string {
-	if !Linux(n) {
+	switch {
+	case !Linux(n):
 		return v1alpha2.SkipNotLinux
+	case !ArchSupported(n):
+		return v1alpha2.SkipUnsupportedArch
 	}
 	return ""
 }

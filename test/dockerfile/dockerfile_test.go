@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/operator"
+	"github.com/kubefledged/kube-fledged/internal/platform"
 	"github.com/kubefledged/kube-fledged/test/framework/files"
 )
 
@@ -265,7 +266,7 @@ var subcommands = []string{"operator", "controller", "copy-self", "cri-rmi", "ex
 func TestDockerfile(t *testing.T) {
 	requireGo(t)
 	img := play(t, filepath.Join(repoDir, "Dockerfile"), map[string]string{
-		"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH,
+		"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH, "TARGETVARIANT": "",
 	})
 	last := img.last
 	if len(img.stages) < 2 {
@@ -278,10 +279,19 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("the build stage runs on %q, want --platform=$BUILDPLATFORM (no emulation)", build.platformFlag)
 		}
 		joined := strings.Join(build.runs, "\n")
-		for _, want := range []string{"GOOS=$TARGETOS", "GOARCH=$TARGETARCH", "CGO_ENABLED=0"} {
+		for _, want := range []string{"GOOS=$TARGETOS", "GOARCH=$TARGETARCH", "GOARM=${TARGETVARIANT#v}", "CGO_ENABLED=0"} {
 			if !strings.Contains(joined, want) {
 				t.Errorf("the go build does not set %s", want)
 			}
+		}
+		// The platforms it names for buildx are those make image builds
+		// and the controller serves.
+		raw, err := os.ReadFile(filepath.Join(repoDir, "Dockerfile"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "docker buildx build --platform " + platform.List() + " ."; !strings.Contains(string(raw), want) {
+			t.Errorf("the Dockerfile's multi-arch line is not %q (internal/platform)", want)
 		}
 		// go.mod's go directive needs at least that Go.
 		mod, err := os.ReadFile(filepath.Join(repoDir, "go.mod"))

@@ -12,6 +12,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -41,17 +42,38 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/platform"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // testRef names the image in the layouts the tests build.
 const testRef = "registry.example/kubefledged/kubefledged:test-tag"
 
-// The platforms the image is for: the Dockerfile's multi-arch line and the
-// issue ask for these two.
-var wantPlatforms = []string{"linux/amd64", "linux/arm64"}
+// wantPlatforms are what the index must hold: every platform of
+// internal/platform, the list the controller serves nodes of, sorted as the
+// test sorts the index's.
+func wantPlatforms() []string {
+	var out []string
+	for _, p := range platform.Image() {
+		out = append(out, p.String())
+	}
+	slices.Sort(out)
+	return out
+}
 
-var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+// The ELF machine and byte order of each architecture's binary: a binary
+// for another machine would be refused by the node's kernel only when the
+// Job starts.
+var elfMachine = map[string]struct {
+	machine elf.Machine
+	order   binary.ByteOrder
+}{
+	"amd64":   {elf.EM_X86_64, binary.LittleEndian},
+	"arm64":   {elf.EM_AARCH64, binary.LittleEndian},
+	"arm":     {elf.EM_ARM, binary.LittleEndian},
+	"ppc64le": {elf.EM_PPC64, binary.LittleEndian},
+	"s390x":   {elf.EM_S390, binary.BigEndian},
+}
 
 // What stands in for the distroless base: files in the image that no COPY
 // of the Dockerfile brings.
@@ -318,8 +340,8 @@ func TestImageLayout(t *testing.T) {
 		}
 	}
 	slices.Sort(platforms)
-	if !slices.Equal(platforms, wantPlatforms) {
-		t.Fatalf("the index is for %v, want exactly %v", platforms, wantPlatforms)
+	if want := wantPlatforms(); !slices.Equal(platforms, want) {
+		t.Fatalf("the index is for %v, want exactly %v", platforms, want)
 	}
 	labels := wantLabels(t)
 	for k, v := range labels {
@@ -329,12 +351,12 @@ func TestImageLayout(t *testing.T) {
 	}
 
 	for _, d := range m.Manifests {
-		arch := d.Platform.Architecture
+		arch, variant := d.Platform.Architecture, d.Platform.Variant
 		t.Run(d.Platform.String(), func(t *testing.T) {
 			img := platformImage(t, idx, arch)
 			cf := configFile(t, img)
-			if cf.OS != "linux" || cf.Architecture != arch {
-				t.Errorf("the config is for %s/%s", cf.OS, cf.Architecture)
+			if cf.OS != "linux" || cf.Architecture != arch || cf.Variant != variant {
+				t.Errorf("the config is for %s/%s/%s, the index says %s", cf.OS, cf.Architecture, cf.Variant, d.Platform)
 			}
 			for k, v := range labels {
 				if got := cf.Config.Labels[k]; got != v {
@@ -342,7 +364,7 @@ func TestImageLayout(t *testing.T) {
 				}
 			}
 			files := imageFiles(t, img)
-			checkBinary(t, files, arch)
+			checkBinary(t, files, arch, variant)
 			checkUsers(t, cf, files)
 			// Every entry at the commit's time, root's unless 65532 must
 			// write to it: the running user cannot change the product.
@@ -406,9 +428,9 @@ func wantLabels(t *testing.T) map[string]string {
 }
 
 // checkBinary: a static executable of the platform's machine at the path
-// the Jobs call; on this machine's platform, one that runs and reports the
-// release version.
-func checkBinary(t *testing.T, files map[string]imageFile, arch string) {
+// the Jobs call, built for the ARM level the variant names; on this
+// machine's platform, one that runs and reports the release version.
+func checkBinary(t *testing.T, files map[string]imageFile, arch, variant string) {
 	t.Helper()
 	bin, ok := files[jobs.HelperBinary]
 	if !ok {
@@ -421,8 +443,27 @@ func checkBinary(t *testing.T, files map[string]imageFile, arch string) {
 	if err != nil {
 		t.Fatalf("%s: %v", jobs.HelperBinary, err)
 	}
-	if want := elfMachine[arch]; f.Machine != want {
-		t.Errorf("%s: machine %s, want %s", jobs.HelperBinary, f.Machine, want)
+	want, ok := elfMachine[arch]
+	if !ok {
+		t.Fatalf("linux/%s: no ELF machine known to this test; add it to elfMachine", arch)
+	}
+	if f.Machine != want.machine || f.ByteOrder != want.order {
+		t.Errorf("%s: machine %s (%s), want %s (%s)", jobs.HelperBinary, f.Machine, f.ByteOrder, want.machine, want.order)
+	}
+	// GOARM is in the binary's build settings: an arm/v7 entry must hold
+	// a GOARM=7 binary, which runs on every ARMv7 node.
+	info, err := buildinfo.Read(bytes.NewReader(bin.data))
+	if err != nil {
+		t.Fatalf("%s: %v", jobs.HelperBinary, err)
+	}
+	goarm := ""
+	for _, s := range info.Settings {
+		if s.Key == "GOARM" {
+			goarm = s.Value
+		}
+	}
+	if wantARM := strings.TrimPrefix(variant, "v"); arch == "arm" && goarm != wantARM {
+		t.Errorf("%s: GOARM=%q, want %q for arm/%s", jobs.HelperBinary, goarm, wantARM, variant)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
