@@ -396,6 +396,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		return err
 	}
 	metrics.RegisterCaches(mgr.GetClient())
+	metrics.RegisterBuildInfo(Version, Revision)
 	if err := webhook.Setup(mgr, o.Webhook); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/operator"
 )
 
@@ -26,5 +27,6 @@ func runOperator(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	metrics.RegisterBuildInfo(Version, Revision)
 	return operator.Run(ctrl.SetupSignalHandler(), cfg, o)
 }
