@@ -17,12 +17,13 @@ func runOperator(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("operator")
 	o.BindFlags(fs)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG)")
-	logLevel := cli.NewEnum("info", "debug", "info", "error")
-	fs.Var(logLevel, "zap-log-level", "log level: debug, info or error")
+	logging := newLogging()
+	logging.BindFlags(fs)
 	if err := parseOrHelp(fs, args, stderr); err != nil {
 		return err
 	}
-	setupLogging(logLevel.Value, 0, stderr)
+	logging.parsed(fs)
+	logging.Setup(stderr)
 	cfg, err := restConfig(*kubeconfig, "")
 	if err != nil {
 		return err
