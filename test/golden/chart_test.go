@@ -209,6 +209,7 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--leader-elect":                  "true",
 		"--leader-election-namespace":     Namespace,
 		"--metrics-bind-address":          ":8080",
+		"--metrics-secure":                "true",
 		"--health-probe-bind-address":     ":8081",
 		"--zap-log-level":                 "info",
 		"--enable-webhook":                "true",
@@ -374,7 +375,7 @@ func TestObjectsPerCase(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		r := render(t, c, "defaults")
 		for kind, n := range map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
+			"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
 			"Service": 1, "ValidatingWebhookConfiguration": 1, "PodDisruptionBudget": 0, "ServiceMonitor": 0,
 			"Certificate": 0, "Issuer": 0,
 		} {
@@ -482,7 +483,7 @@ func TestObjectsPerCase(t *testing.T) {
 	// patch them comes with it, and not otherwise.
 	t.Run("startup-taint", func(t *testing.T) {
 		patchesNodes := func(name string) bool {
-			role := one[rbacv1.ClusterRole](t, render(t, c, name).Find("ClusterRole", ""), "ClusterRole")
+			role := one[rbacv1.ClusterRole](t, render(t, c, name).Find("ClusterRole", "kubefledged-controller"), "ClusterRole")
 			for _, rule := range role.Rules {
 				if slices.Contains(rule.Resources, "nodes") && slices.Contains(rule.Verbs, "patch") {
 					return true
