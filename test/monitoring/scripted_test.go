@@ -136,4 +136,3 @@ func TestOperatorReleaseFailing(t *testing.T) {
 		t.Errorf("summary: %q", got)
 	}
 }
-
