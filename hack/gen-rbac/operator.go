@@ -29,6 +29,10 @@ var ownClusterRules = []commentedRule{
 		rule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: helmVerbs},
 	},
 	{
+		why:  "The chart's metrics-reader ClusterRole grants get on /metrics (metrics.secure):\nthe API server lets the operator create it only if it holds that right too.",
+		rule: rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
+	},
+	{
 		why:  "Its events on the KubeFledged resources it reconciles.",
 		rule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	},

@@ -65,8 +65,8 @@ type ControllerOptions struct {
 	// Manager holds the flags the operator shares.
 	manageropts.Manager
 
-	LogLevel            *cli.Enum
-	Verbosity           int
+	// Logging is zap's standard flags and the original's -v.
+	*Logging
 	QPS                 cli.PositiveInt
 	Burst               cli.PositiveInt
 	Workers             cli.PositiveInt
@@ -139,9 +139,10 @@ func NewControllerOptions() *ControllerOptions {
 			LeaderElectionID:        "kubefledged-controller.kubefledged.io",
 			LeaderElectionNamespace: ns,
 			MetricsAddr:             ":8080",
+			SecureMetrics:           true,
 			ProbeAddr:               ":8081",
 		},
-		LogLevel:            cli.NewEnum("info", "debug", "info", "error"),
+		Logging:             newLogging(),
 		QPS:                 cli.PositiveInt{Value: 100, Min: 1},
 		Burst:               cli.PositiveInt{Value: 200, Min: 1},
 		Workers:             cli.PositiveInt{Value: 4, Min: 1},
@@ -175,9 +176,10 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election Lease")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics, manageropts.MetricsSecureUsage)
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz; 0 turns them off")
-	fs.Var(o.LogLevel, "zap-log-level", "log level: debug, info or error")
-	fs.IntVar(&o.Verbosity, "v", 0, "the original's log verbosity; 4 or more logs at debug level (--zap-log-level is preferred)")
+	o.Logging.BindFlags(fs)
+	o.Logging.bindVerbosity(fs)
 	for _, g := range glogFlags {
 		fs.Var(&ignoredFlag{name: g.name, isBool: g.isBool, warnings: &o.Warnings}, g.name, "ignored: the original's glog flag; use --zap-log-level")
 	}
@@ -316,7 +318,7 @@ func runController(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	setupLogging(o.LogLevel.Value, o.Verbosity, stderr)
+	o.Logging.Setup(stderr)
 	setControllerGC()
 	cfg, err := restConfig(o.Kubeconfig, o.Master)
 	if err != nil {
@@ -337,6 +339,7 @@ func controllerOptions(args []string, stderr io.Writer) (*ControllerOptions, err
 	if err := parseOrHelp(fs, args, stderr); err != nil {
 		return nil, err
 	}
+	o.Logging.parsed(fs)
 	if err := o.JobResources().Validate(); err != nil {
 		return nil, err
 	}
@@ -466,6 +469,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		return err
 	}
 	metrics.RegisterCaches(mgr.GetClient())
+	metrics.RegisterBuildInfo(Version, Revision)
 	if err := webhook.Setup(mgr, o.Webhook); err != nil {
 		return err
 	}

@@ -31,6 +31,10 @@ var commands = map[string]command{
 // Version is set at build time with -ldflags -X.
 var Version = "v0.11.0-dev"
 
+// Revision is the VCS revision, set at build time with -ldflags -X; empty
+// means the one Go stamped into the binary, if any (kubefledged_build_info).
+var Revision = ""
+
 // Main runs the subcommand named by args[0] and returns the exit code. Errors
 // are one line on stderr, naming the flag and what it accepts.
 func Main(args []string, stdout, stderr io.Writer) int {

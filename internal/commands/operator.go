@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/operator"
 )
 
@@ -16,15 +17,17 @@ func runOperator(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("operator")
 	o.BindFlags(fs)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG)")
-	logLevel := cli.NewEnum("info", "debug", "info", "error")
-	fs.Var(logLevel, "zap-log-level", "log level: debug, info or error")
+	logging := newLogging()
+	logging.BindFlags(fs)
 	if err := parseOrHelp(fs, args, stderr); err != nil {
 		return err
 	}
-	setupLogging(logLevel.Value, 0, stderr)
+	logging.parsed(fs)
+	logging.Setup(stderr)
 	cfg, err := restConfig(*kubeconfig, "")
 	if err != nil {
 		return err
 	}
+	metrics.RegisterBuildInfo(Version, Revision)
 	return operator.Run(ctrl.SetupSignalHandler(), cfg, o)
 }

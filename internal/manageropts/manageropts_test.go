@@ -25,4 +25,16 @@ func TestApplyKeepsWhatItDoesNotSet(t *testing.T) {
 	g.Expect(m.LeaderElectionID).To(Equal("id"))
 	g.Expect(m.LeaderElectionNamespace).To(Equal("ns"))
 	g.Expect(m.LeaderElectionReleaseOnCancel).To(BeTrue(), "a stopping replica must hand over at once")
+	g.Expect(m.Metrics.SecureServing).To(BeFalse())
+	g.Expect(m.Metrics.FilterProvider).To(BeNil(), "plain HTTP asks nobody")
+}
+
+// Secure metrics are served over TLS behind the API server's authentication
+// and authorization, as kubebuilder scaffolds them.
+func TestApplySecureMetrics(t *testing.T) {
+	g := NewWithT(t)
+	m := manager.Options{}
+	Manager{MetricsAddr: ":8443", SecureMetrics: true}.Apply(&m)
+	g.Expect(m.Metrics.SecureServing).To(BeTrue())
+	g.Expect(m.Metrics.FilterProvider).NotTo(BeNil())
 }

@@ -29,6 +29,9 @@ type Options struct {
 
 	// MetricsAddr serves Prometheus metrics; "0" turns them off.
 	MetricsAddr string
+	// SecureMetrics serves them over HTTPS behind the API server's
+	// authentication and authorization (manageropts.Manager).
+	SecureMetrics bool
 	// ProbeAddr serves /healthz and /readyz; "0" or empty turns them off.
 	ProbeAddr string
 
@@ -68,6 +71,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"namespace of the leader election Lease (default: the pod's namespace; needed outside a cluster)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", DefaultMetricsAddr,
 		"address of the Prometheus metrics endpoint; 0 turns it off")
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", true, manageropts.MetricsSecureUsage)
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", DefaultProbeAddr,
 		"address of the /healthz and /readyz endpoints; 0 turns them off")
 
@@ -103,6 +107,7 @@ func (o *Options) manager() manageropts.Manager {
 		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		MetricsAddr:             o.MetricsAddr,
+		SecureMetrics:           o.SecureMetrics,
 		ProbeAddr:               o.ProbeAddr,
 	}
 }

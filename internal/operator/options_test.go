@@ -20,6 +20,7 @@ func TestBindFlagsDefaults(t *testing.T) {
 		LeaderElect:             true,
 		LeaderElectionID:        DefaultLeaderElectionID,
 		MetricsAddr:             ":8080",
+		SecureMetrics:           true,
 		ProbeAddr:               ":8081",
 		MaxConcurrentReconciles: 1,
 		ReconcilePeriod:         time.Minute,
@@ -36,7 +37,7 @@ func TestBindFlagsParse(t *testing.T) {
 	o.BindFlags(fs)
 	err := cli.Parse(fs, []string{
 		"--watches-file=/opt/watches.yaml", "--leader-elect=false", "--leader-election-id=x",
-		"--leader-election-namespace=ops", "--metrics-bind-address=0", "--health-probe-bind-address=:9000",
+		"--leader-election-namespace=ops", "--metrics-bind-address=0", "--metrics-secure=false", "--health-probe-bind-address=:9000",
 		"--max-concurrent-reconciles=3", "--reconcile-period=0s", "--max-release-history=0",
 	})
 	if err != nil {

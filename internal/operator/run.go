@@ -64,6 +64,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 
+	registerReleases(mgr.GetCache())
+
 	configs, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
 	if err != nil {
 		return fmt.Errorf("creating the Helm action config getter: %w", err)

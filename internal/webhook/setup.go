@@ -25,6 +25,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return errors.New("webhook: the manager's WebhookServer must come from webhook.Options.Server()")
 	}
 	srv.Register(Path, NewWebhook())
+	certs.RegisterExpiry(o.CertDir)
 
 	if o.CertManagement == CertSelf {
 		cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())

@@ -216,6 +216,7 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--leader-elect":                  "true",
 		"--leader-election-namespace":     Namespace,
 		"--metrics-bind-address":          ":8080",
+		"--metrics-secure":                "true",
 		"--health-probe-bind-address":     ":8081",
 		"--zap-log-level":                 "info",
 		"--enable-webhook":                "true",
@@ -386,7 +387,7 @@ func TestObjectsPerCase(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		r := render(t, c, "defaults")
 		for kind, n := range map[string]int{
-			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3,
+			"ServiceAccount": 2, "ClusterRole": 3, "ClusterRoleBinding": 2, "Role": 3, "RoleBinding": 3,
 			"Service": 1, "ValidatingWebhookConfiguration": 1, "PodDisruptionBudget": 0, "ServiceMonitor": 0,
 			"Certificate": 0, "Issuer": 0,
 		} {

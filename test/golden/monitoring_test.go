@@ -65,7 +65,8 @@ func TestMonitoringOffByDefault(t *testing.T) {
 
 func TestMonitoringObjects(t *testing.T) {
 	c := loadChart(t)
-	all := []string{"KubeFledgedImageCacheFailing", "KubeFledgedPullFailuresHigh", "KubeFledgedOperationsSlow", "KubeFledgedControllerDown", "KubeFledgedNoLeader"}
+	all := []string{"KubeFledgedImageCacheFailing", "KubeFledgedPullFailuresHigh", "KubeFledgedOperationsSlow", "KubeFledgedControllerDown", "KubeFledgedNoLeader",
+		"KubeFledgedWebhookCertificateExpiring"}
 	t.Run("monitoring", func(t *testing.T) {
 		r := render(t, c, "monitoring")
 		p := prometheusRule(t, r)

@@ -84,7 +84,7 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 	rec := startRecorder(t, addr, ns)
 	rec.event("started")
 	stop := runController(t, func(o *commands.ControllerOptions) {
-		o.MetricsAddr = addr
+		o.MetricsAddr, o.SecureMetrics = addr, false // framework.Scrape reads plain HTTP
 		o.LeaderElect = true
 		o.LeaderElectionNamespace = ns
 		o.Deadline.Value = deadline

@@ -21,7 +21,10 @@ func TestMetrics(t *testing.T) {
 	ns := namespace(t)
 	addr := framework.FreeAddr(t)
 	// No cap binds: a node's Job then pulls all three images.
-	runController(t, func(o *commands.ControllerOptions) { o.MetricsAddr = addr; o.MaxJobsPerNode.Value = 3 })
+	runController(t, func(o *commands.ControllerOptions) {
+		o.MetricsAddr, o.SecureMetrics = addr, false
+		o.MaxJobsPerNode.Value = 3
+	})
 	var before map[string]float64
 	g.Eventually(func(g Gomega) { before = framework.Scrape(g, addr) }).WithTimeout(framework.ClusterTimeout).Should(Succeed())
 

@@ -40,7 +40,7 @@ func withStartupTaint(timeout time.Duration, addr string, more ...func(o *comman
 		o.StartupTaint.Value = caching
 		o.StartupTaintTimeout.Value = timeout
 		if addr != "" {
-			o.MetricsAddr = addr
+			o.MetricsAddr, o.SecureMetrics = addr, false // framework.Scrape reads plain HTTP
 		}
 		for _, m := range more {
 			m(o)

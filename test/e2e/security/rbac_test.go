@@ -129,6 +129,8 @@ func controllerNeeds() []access {
 		allow("create", "", "secrets", ns, "", "certificate keeper creates its shared Secret (create cannot be scoped by name)"),
 		allow("get,list,watch,update", "", "secrets", ns, webhookSecret, "certificate keeper's shared Secret, through a metadata.name field selector"),
 		allow("get,create,update", "coordination.k8s.io", "leases", ns, "", "leader election"),
+		allow("create", "authentication.k8s.io", "tokenreviews", "", "", "metrics.secure: who a scraper is"),
+		allow("create", "authorization.k8s.io", "subjectaccessreviews", "", "", "metrics.secure: whether a scraper may get /metrics"),
 	)
 }
 
