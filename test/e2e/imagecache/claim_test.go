@@ -75,7 +75,7 @@ func TestSecondInstallStandsBy(t *testing.T) {
 
 	runController(t, func(o *commands.ControllerOptions) {
 		o.LeaderElect, o.LeaderElectionNamespace = true, nsB
-		o.MetricsAddr = addrB
+		o.MetricsAddr, o.SecureMetrics = addrB, false // framework.Scrape reads plain HTTP
 		o.HelperImage = helperB
 		o.Retention.Value = "retain"
 		o.RefreshEvery.Value = time.Second
