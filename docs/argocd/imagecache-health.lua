@@ -30,7 +30,7 @@ end
 -- Ready keeps the outcome of the last finished operation while another runs.
 -- It is True only when every node the lists select holds every image: False
 -- with reason Failed when a pull failed, NodesSkipped when a node the pulls
--- left out (cordoned, NotReady, not Linux) lacks an image.
+-- left out (cordoned, NotReady, not Linux, unsupported architecture) lacks an image.
 local ready = nil
 if st.conditions ~= nil then
   for _, c in ipairs(st.conditions) do
