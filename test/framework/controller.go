@@ -32,10 +32,7 @@ func RunController(t testing.TB, cfg *rest.Config, o *commands.ControllerOptions
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating the delete Jobs' namespace %s: %v", ns, err)
-		}
+		EnsureNamespace(t, cs, ns)
 	}
 	stop, _ = RunInProcess(t, "controller", func(ctx context.Context) error { return commands.RunController(ctx, cfg, o) })
 	return stop
@@ -70,4 +67,15 @@ func RunInProcess(t testing.TB, what string, run func(context.Context) error) (s
 	}
 	t.Cleanup(stop)
 	return stop, done
+}
+
+// EnsureNamespace makes namespace ns unless it exists: what an install does for the controller's
+// own namespace, where the delete Jobs run, and which a test that runs the controller by
+// itself must do in its place.
+func EnsureNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
 }

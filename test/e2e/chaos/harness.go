@@ -149,6 +149,7 @@ func (e *Env) ControllerFlags() map[string]string {
 		"job-retention-policy":          "delete",
 		"helper-image":                  "example.test/kubefledged:chaos",
 		"max-concurrent-jobs-per-node":  "3",
+		"delete-job-namespace":          "kubefledged-chaos",
 	}
 	// The controller's default granularity unless a run asks for the other,
 	// as `make test` does for the ImageCache suite.
@@ -174,6 +175,9 @@ func (e *Env) StartController(t testing.TB, name string, flags map[string]string
 	args := []string{"controller"}
 	for _, k := range keys {
 		args = append(args, "--"+k+"="+all[k])
+	}
+	if ns := all["delete-job-namespace"]; ns != "" {
+		framework.EnsureNamespace(t, e.Kube, ns)
 	}
 	p, err := Start(name, e.Bin, args, e.Root, filepath.Join(e.LogDir, name+".log"))
 	if err != nil {
