@@ -28,7 +28,7 @@ func TestUnsupportedArchSkipped(t *testing.T) {
 		sandbox.NodeSpec{Name: "arm64", Labels: map[string]string{corev1.LabelArchStable: "arm64"}},
 		sandbox.NodeSpec{Name: "riscv64", Labels: map[string]string{corev1.LabelArchStable: "riscv64"}},
 	)
-	rec := framework.RecordJobs(t, kube, ns, nil)
+	rec := framework.RecordCacheJobs(t, kube, ns)
 	runController(t, nil)
 	key := client.ObjectKey{Namespace: ns, Name: "arches"}
 	skipped := v1alpha2.SkippedNodes{Reason: v1alpha2.SkipUnsupportedArch, Count: 1, Nodes: []string{pool + "-riscv64"}}

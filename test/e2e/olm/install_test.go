@@ -83,8 +83,16 @@ func TestOLMInstall(t *testing.T) {
 		ex.SetNamespace(ns)
 		g.Expect(k8s.Create(ctx, ex, client.DryRunAll, client.FieldValidation("Strict"))).To(Succeed(), "alm-example %s %s", ex.GetKind(), ex.GetName())
 	}
+	// OLM creates the bundle's namespaced objects (the metrics Service) in
+	// the install namespace; the bundle leaves their namespace empty.
 	for _, o := range b.others {
-		g.Expect(k8s.Create(ctx, o.DeepCopy())).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		o = o.DeepCopy()
+		namespaced, err := k8s.IsObjectNamespaced(o)
+		g.Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
+		if namespaced {
+			o.SetNamespace(ns)
+		}
+		g.Expect(k8s.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 	}
 
 	spec := b.csv.Spec.Install.Spec
@@ -173,7 +181,17 @@ func runOperatorPod(t *testing.T, d *appsv1.Deployment, cr *unstructured.Unstruc
 				return httpStatus(fmt.Sprintf("http://127.0.0.1:%d%s", port, p.HTTPGet.Path))
 			}).WithTimeout(timeout).WithPolling(poll).Should(Equal(http.StatusOK), "GET %s; operator log:\n%s", p.HTTPGet.Path, op.tail())
 		}
-		g.Expect(httpStatus(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports["metrics"]))).To(Equal(http.StatusOK))
+		// The metrics are HTTPS, for callers the API server authorizes: the
+		// bundle's metrics-reader role is enough, no token is not.
+		addr := fmt.Sprintf("127.0.0.1:%d", ports["metrics"])
+		token := framework.MetricsReaderToken(t, g, cs, ns, "scraper", "kube-fledged-metrics-reader")
+		g.Eventually(func(g Gomega) {
+			code, body := framework.GetSecureMetrics(g, addr, token)
+			g.Expect(code).To(Equal(http.StatusOK))
+			g.Expect(body).To(ContainSubstring("kubefledged_build_info"))
+		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed(), "operator log:\n%s", op.tail())
+		code, _ := framework.GetSecureMetrics(g, addr, "")
+		g.Expect(code).To(Equal(http.StatusUnauthorized))
 		t.Logf("ready %s after start", time.Since(begin).Round(time.Millisecond))
 	})
 

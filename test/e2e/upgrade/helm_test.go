@@ -211,7 +211,7 @@ func TestFromHelmRelease(t *testing.T) {
 		g.Expect(got).To(Equal(want), "%s: spec changed by our controller", k)
 	}
 	out = p.mustShell(t, stepListCaches)
-	g.Expect(out).To(MatchRegexp(`kube-fledged\s+web\s+Succeeded\s+ImageCacheRefresh\s+4/4\s`))
+	g.Expect(out).To(MatchRegexp(`kube-fledged\s+web\s+True\s+Succeeded\s+ImageCacheRefresh\s+4/4\s`))
 	g.Expect(p.mustShell(t, stepListJobs)).To(ContainSubstring("No resources found"))
 	g.Expect(p.mustShell(t, stepWebhooks)).To(Equal("validatingwebhookconfiguration.admissionregistration.k8s.io/kube-fledged-kubefledged\n"),
 		"our webhook configuration, and no other")
