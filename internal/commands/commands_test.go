@@ -45,6 +45,8 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--install-claim=kubefledged"}, wantCode: 1,
 			wantErr: `invalid value "kubefledged" for flag --install-claim: "kubefledged": want NAMESPACE/NAME of a Lease`},
 		{args: []string{"controller", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
+		{args: []string{"controller", "--delete-job-namespace=Kube_Fledged"}, wantCode: 1,
+			wantErr: `kubefledged controller: --delete-job-namespace "Kube_Fledged": a lowercase RFC 1123 label`},
 		{args: []string{"controller", "--job-cpu-limit=a lot"}, wantCode: 1,
 			wantErr: `invalid value "a lot" for flag --job-cpu-limit: "a lot" is not a resource quantity`},
 		{args: []string{"controller", "--job-cpu-request=200m", "--job-cpu-limit=100m"}, wantCode: 1,

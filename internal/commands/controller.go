@@ -340,6 +340,9 @@ func controllerOptions(args []string, stderr io.Writer) (*ControllerOptions, err
 		return nil, err
 	}
 	o.Logging.parsed(fs)
+	if err := jobs.ValidateDeleteNamespaceName(o.DeleteJobNamespace); err != nil {
+		return nil, err
+	}
 	if err := o.JobResources().Validate(); err != nil {
 		return nil, err
 	}
@@ -391,6 +394,9 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	}
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
+		return err
+	}
+	if err := checkDeleteNamespace(ctx, direct, o.DeleteJobNamespace); err != nil {
 		return err
 	}
 	// The Jobs are watched apart from the manager's cache, which could

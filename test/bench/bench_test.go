@@ -380,6 +380,11 @@ func (e *env) phaseContext() (context.Context, context.CancelFunc) {
 func (e *env) runController(ctx context.Context, name string, c caps, extra ...string) (*controller, context.Context, error) {
 	e.seq++
 	logPath := filepath.Join(e.outDir, "logs", fmt.Sprintf("controller-%02d-%s.log", e.seq, name))
+	// Its delete Jobs' namespace, as an install has it: the controller
+	// refuses to start without it.
+	if err := e.namespace(ctx, benchControllerNamespace); err != nil {
+		return nil, ctx, err
+	}
 	ctl, err := startController(e.binary, e.kubeconfig, logPath, c, extra...)
 	if err != nil {
 		return nil, ctx, err

@@ -40,6 +40,10 @@ func openCaps(jobs, perNode int) caps {
 	return caps{Name: report.OpenCapsName, MaxJobs: jobs + 1, MaxJobsPerNode: perNode + 1, QPS: 5000, Burst: 10000}
 }
 
+// benchControllerNamespace is the controller's namespace, where its delete
+// Jobs run.
+const benchControllerNamespace = "kube-fledged"
+
 // startController starts the benchmark's build of the controller against
 // the proxy. extra flags come last and so win.
 func startController(binary, kubeconfig, logPath string, c caps, extra ...string) (*controller, error) {
@@ -53,6 +57,8 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 		"--leader-elect=false",
 		"--enable-webhook=false",
 		"--metrics-bind-address=" + metricsAddr,
+		"--metrics-secure=false", // scraped over plain HTTP on loopback
+		"--delete-job-namespace=" + benchControllerNamespace,
 		"--health-probe-bind-address=0",
 		"--helper-image=example.test/kubefledged:bench",
 		"--image-cache-refresh-frequency=0s",

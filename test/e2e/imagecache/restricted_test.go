@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -64,4 +65,32 @@ func TestRestrictedNamespace(t *testing.T) {
 	t3 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)
 	succeeded(framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCachePurge, t3, opTimeout))
 	rec.Await(g, ConsistOf(each("delete", "nginx:1.21", allNodes()...)))
+}
+
+// TestDeleteNamespaceRefusedAtStart: a controller whose delete Jobs could
+// never run (their namespace is missing, or enforces a Pod Security level
+// that refuses them) stops at start with the reason, instead of starting
+// healthy and failing every purge later with NoPod.
+func TestDeleteNamespaceRefusedAtStart(t *testing.T) {
+	ns := namespace(t)
+	g := NewWithT(t)
+	restricted := &corev1.Namespace{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Name: ns}, restricted)).To(Succeed())
+	restricted.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	g.Expect(k8s.Update(context.Background(), restricted)).To(Succeed())
+	for _, tc := range []struct{ namespace, wantErr string }{
+		{ns + "-missing", `--delete-job-namespace "` + ns + `-missing": no such namespace`},
+		{ns, `--delete-job-namespace "` + ns + `" enforces Pod Security "restricted"`},
+	} {
+		t.Run(tc.namespace, func(t *testing.T) {
+			g := NewWithT(t)
+			o := controllerOptions(t, func(o *commands.ControllerOptions) { o.DeleteJobNamespace = tc.namespace })
+			// It returns before its manager starts: a deadline only a hang reaches.
+			ctx, cancel := context.WithTimeout(context.Background(), framework.ClusterTimeout)
+			defer cancel()
+			err := commands.RunController(ctx, sandbox.Get().Config(), o)
+			g.Expect(ctx.Err()).NotTo(HaveOccurred(), "the controller ran on instead of stopping")
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
 }

@@ -130,6 +130,17 @@ const pullDeadline = 20 * time.Second
 // returns a function that stops it (and is also run at the test's end).
 func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop func()) {
 	t.Helper()
+	o := controllerOptions(t, mod)
+	stop = framework.RunController(t, sandbox.Get().Config(), o)
+	if o.Webhook.Enable {
+		waitWebhook(t)
+	}
+	return stop
+}
+
+// controllerOptions are the suite's controller flags, changed by mod.
+func controllerOptions(t *testing.T, mod func(o *commands.ControllerOptions)) *commands.ControllerOptions {
+	t.Helper()
 	env(t)
 	o := commands.NewControllerOptions()
 	o.LeaderElect = false
@@ -150,11 +161,7 @@ func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop 
 	if mod != nil {
 		mod(o)
 	}
-	stop = framework.RunController(t, sandbox.Get().Config(), o)
-	if o.Webhook.Enable {
-		waitWebhook(t)
-	}
-	return stop
+	return o
 }
 
 // waitWebhook waits until the API server admits ImageCaches through the
