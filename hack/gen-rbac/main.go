@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -179,9 +180,26 @@ func source(content string) string {
 	return "templates"
 }
 
-// missing is want, without its resourceNames, less what held allows: for
-// each API group, the resources that lack the same verbs share a rule.
+// fixedNames are the resources whose names the chart writes as constants,
+// not from the release's name: a grant on them keeps its resourceNames, so
+// that the operator may use OpenShift's privileged SCC and no other.
+var fixedNames = map[schema.GroupResource]bool{
+	{Group: "security.openshift.io", Resource: "securitycontextconstraints"}: true,
+}
+
+// missing is want, without its resourceNames unless they are fixedNames,
+// less what held allows: for each API group, the resources that lack the
+// same verbs share a rule.
 func missing(held []commentedRule, want rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	if len(want.ResourceNames) > 0 && len(want.APIGroups) == 1 && len(want.Resources) == 1 &&
+		fixedNames[schema.GroupResource{Group: want.APIGroups[0], Resource: want.Resources[0]}] {
+		for _, h := range held {
+			if equality.Semantic.DeepEqual(h.rule, want) {
+				return nil
+			}
+		}
+		return []rbacv1.PolicyRule{*want.DeepCopy()}
+	}
 	var out []rbacv1.PolicyRule
 	for _, g := range want.APIGroups {
 		var order []string

@@ -25,6 +25,12 @@ func TestMissing(t *testing.T) {
 		{rule: rule("", []string{"pods"}, []string{"list"}, "one")},
 	}
 	g.Expect(missing(held, rule("", []string{"secrets"}, []string{"get", "update"}, "kubefledged-webhook-cert"))).To(BeEmpty())
+	// A name the chart writes as a constant stays: the operator may use
+	// that SCC, not every one.
+	g.Expect(missing(held, rule("security.openshift.io", []string{"securitycontextconstraints"}, []string{"use"}, "privileged"))).
+		To(Equal([]rbacv1.PolicyRule{rule("security.openshift.io", []string{"securitycontextconstraints"}, []string{"use"}, "privileged")}))
+	scc := []commentedRule{{rule: rule("security.openshift.io", []string{"securitycontextconstraints"}, []string{"use"}, "privileged")}}
+	g.Expect(missing(scc, scc[0].rule)).To(BeEmpty(), "held once, not twice")
 	g.Expect(missing(held, rule("", []string{"events"}, []string{"create", "patch", "list"}))).
 		To(Equal([]rbacv1.PolicyRule{rule("", []string{"events"}, []string{"list"})}))
 	g.Expect(missing(held, rule("", []string{"pods", "nodes", "namespaces"}, []string{"list", "watch"}))).
