@@ -106,11 +106,28 @@ func (l *Limiter) share(owner types.NamespacedName) int {
 	return max(s, 1)
 }
 
-// free is what owner may still take on node under every cap.
+// othersWait says whether an owner other than owner waits for a slot.
+func (l *Limiter) othersWait(owner types.NamespacedName) bool {
+	for w := range l.waiting {
+		if w != owner {
+			return true
+		}
+	}
+	return false
+}
+
+// free is what owner may still take on node under every cap. The fair
+// share binds only while another owner waits: a small cache that has all
+// the slots it wants leaves the rest of the cap to the large one, and one
+// that arrives while a large one holds the cap takes every slot freed
+// until it has its share, so its time is bounded by its own size.
 func (l *Limiter) free(owner types.NamespacedName, node string) int {
 	f := math.MaxInt
 	if l.max > 0 {
-		f = min(f, l.max-l.total, l.share(owner)-l.held[owner])
+		f = min(f, l.max-l.total)
+		if l.othersWait(owner) {
+			f = min(f, l.share(owner)-l.held[owner])
+		}
 	}
 	if l.perNode > 0 {
 		f = min(f, l.perNode-l.nodes[node])

@@ -16,6 +16,7 @@ type take struct {
 	pending, parallel       int
 	wantSize, wantSlots     int
 	release                 bool // instead: Release wantSlots of owner on node
+	forget                  bool // instead: Forget owner
 	wantInFlight, wantWoken int
 }
 
@@ -110,15 +111,52 @@ func TestTake(t *testing.T) {
 			// releasing what an owner does not hold changes nothing
 			{owner: types.NamespacedName{Name: "c"}, node: "n9", release: true, wantSlots: 1, wantInFlight: 4, wantWoken: 3},
 		},
+	}, {
+		name: "a small cache arriving while a large one holds the cap takes the slots freed, until it has all it wants",
+		max:  4, perNode: 2,
+		steps: []take{
+			{owner: a, node: "n1", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 1},
+			{owner: a, node: "n2", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 2},
+			{owner: a, node: "n3", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 3},
+			{owner: a, node: "n4", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 4},
+			{owner: a, node: "n5", pending: 10, parallel: 1, wantInFlight: 4},
+			// b wants two Jobs, on nodes where a runs one: it waits for the global cap
+			{owner: b, node: "n1", pending: 10, parallel: 1, wantInFlight: 4},
+			{owner: a, node: "n4", release: true, wantSlots: 1, wantInFlight: 3, wantWoken: 1},
+			// a, woken or not, does not take the slot b waits for
+			{owner: a, node: "n5", pending: 10, parallel: 1, wantInFlight: 3, wantWoken: 1},
+			{owner: b, node: "n1", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 4, wantWoken: 1},
+			{owner: a, node: "n3", release: true, wantSlots: 1, wantInFlight: 3, wantWoken: 2},
+			{owner: a, node: "n5", pending: 10, parallel: 1, wantInFlight: 3, wantWoken: 2},
+			{owner: b, node: "n2", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 4, wantWoken: 2},
+			// b has all it wants: its share no longer holds a back
+			{owner: b, forget: true, wantInFlight: 4, wantWoken: 2},
+			// (an owner's own release does not wake it: its settle goes on to create)
+			{owner: a, node: "n2", release: true, wantSlots: 1, wantInFlight: 3, wantWoken: 2},
+			{owner: a, node: "n5", pending: 10, parallel: 1, wantSize: 10, wantSlots: 1, wantInFlight: 4, wantWoken: 2},
+		},
+	}, {
+		name: "the share binds only while another owner waits",
+		max:  4,
+		steps: []take{
+			{owner: a, node: "n1", pending: 1, parallel: 1, wantSize: 1, wantSlots: 1, wantInFlight: 1},
+			{owner: b, node: "n2", pending: 1, parallel: 1, wantSize: 1, wantSlots: 1, wantInFlight: 2},
+			// two owners hold slots, none waits: a may go past half the cap
+			{owner: a, node: "n3", pending: 1, parallel: 1, wantSize: 1, wantSlots: 1, wantInFlight: 3},
+			{owner: a, node: "n4", pending: 1, parallel: 1, wantSize: 1, wantSlots: 1, wantInFlight: 4},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			woken := 0
 			l := New(tc.max, tc.perNode, func(types.NamespacedName) { woken++ })
 			for k, s := range tc.steps {
-				if s.release {
+				switch {
+				case s.forget:
+					l.Forget(s.owner)
+				case s.release:
 					l.Release(s.owner, s.node, s.wantSlots)
-				} else {
+				default:
 					size, slots := l.Take(s.owner, s.node, s.pending, s.parallel)
 					g.Expect([]int{size, slots}).To(Equal([]int{s.wantSize, s.wantSlots}), "step %d: size, slots", k)
 				}
