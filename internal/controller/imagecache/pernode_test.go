@@ -244,3 +244,54 @@ func TestNodeJobsWithinTheCaps(t *testing.T) {
 		})
 	}
 }
+
+// A small cache created while a large one holds the global cap is not
+// starved behind it: it takes its share of the slots freed, whatever the
+// large one still has to do, so its time follows its own size; once it has
+// ended, the large one has the whole cap again.
+func TestSmallCacheNotStarved(t *testing.T) {
+	g := NewWithT(t)
+	var big []string
+	for i := 0; i < 10; i++ {
+		big = append(big, fmt.Sprintf("big%d:1", i))
+	}
+	h := newHarness(t, Config{PullJobs: jobs.PerNode, MaxJobs: 2, MaxJobsPerNode: 2},
+		node("a"), node("b"), node("c"), node("d"), node("e"), node("f"), imageCache("big", big...), imageCache("small", "small:1"))
+	running := func(cache string) []batchv1.Job {
+		var out []batchv1.Job
+		for _, j := range h.jobs(cache) {
+			if len(j.Status.Conditions) == 0 {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	h.settleDown("big")
+	g.Expect(running("big")).To(HaveLen(2), "the large cache holds the cap")
+	h.settleDown("small")
+	g.Expect(running("small")).To(BeEmpty(), "the small one waits")
+	// Each time one of the large cache's Jobs ends, the small one gets a
+	// slot; it never has to wait for the large one's remaining work.
+	for i := 0; i < 7; i++ { // one of the large cache's Jobs, then the small one's six
+		if js := running("small"); len(js) > 0 {
+			h.finishJob(&js[0], batchv1.JobComplete, "", "")
+		} else {
+			js := running("big")
+			h.finishJob(&js[0], batchv1.JobComplete, "", "")
+		}
+		h.settleDown("big")
+		h.settleDown("small")
+		if !h.running("small") {
+			break
+		}
+		g.Expect(running("small")).To(HaveLen(1), "round %d: the small cache has its share", i)
+		g.Expect(running("big")).To(HaveLen(1), "round %d: and the large one the rest", i)
+	}
+	g.Expect(h.running("small")).To(BeFalse(), "the small cache ended within rounds of its own Jobs")
+	g.Expect(h.status("small").Counts.Succeeded).To(Equal(int32(6)))
+	g.Expect(h.running("big")).To(BeTrue(), "while the large one still had work")
+	js := running("big")
+	h.finishJob(&js[0], batchv1.JobComplete, "", "")
+	h.settleDown("big")
+	g.Expect(running("big")).To(HaveLen(2), "the large cache has the whole cap again")
+}
