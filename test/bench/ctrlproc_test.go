@@ -53,6 +53,10 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 		"--leader-elect=false",
 		"--enable-webhook=false",
 		"--metrics-bind-address=" + metricsAddr,
+		// Plain HTTP on loopback: a secure endpoint would have the API
+		// server review every scrape, requests the figures would count
+		// as the controller's.
+		"--metrics-secure=false",
 		"--health-probe-bind-address=0",
 		"--helper-image=example.test/kubefledged:bench",
 		"--image-cache-refresh-frequency=0s",
