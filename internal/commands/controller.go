@@ -186,8 +186,9 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.QPS, "kube-api-qps", "queries per second to the API server")
 	fs.Var(&o.Burst, "kube-api-burst", "burst of queries to the API server")
 	fs.Var(&o.Workers, "workers", "caches worked on at once")
-	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "pulls and deletes in flight at once across all caches, shared fairly between them (a node Job's containers count one each)")
-	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "pulls and deletes in flight at once on one node (a node Job's containers count one each)")
+	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "image pulls and deletes in flight at once across all caches, shared fairly between them; a node Job counts one "+
+		"(its pod pulls its images one at a time), or as many as its node's label kubefledged.io/parallel-image-pulls says")
+	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "image pulls and deletes in flight at once on one node, counted as for --max-concurrent-jobs")
 	fs.Var(&o.StartupTaint, "node-startup-taint", "KEY[:EFFECT] of the taint new nodes register with, e.g. kubefledged.io/caching:NoSchedule: "+
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")

@@ -27,6 +27,9 @@ type Node struct {
 	Name string
 	// Runtime is status.nodeInfo.containerRuntimeVersion, e.g. containerd://1.7.2.
 	Runtime string
+	// Parallel is how many of one pod's image pulls the node runs at once
+	// (pacing.ParallelPulls); 0 counts as 1, what the kubelet does.
+	Parallel int
 }
 
 // Work is one (image, node) action of an operation.

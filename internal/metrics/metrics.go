@@ -35,7 +35,9 @@ var (
 		Help:    "Duration of ImageCache operations, by operation and final status.",
 		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
 	}, []string{"operation", "result"})
-	// JobsInFlight is the number of Jobs holding a pacing slot.
+	// JobsInFlight is the pacing slots held: one per Job in flight, but a
+	// node Job on a node labelled for parallel pulls holds one per pull it
+	// may run at once.
 	JobsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kubefledged_jobs_in_flight",
 		Help: "Jobs created and not yet settled, across all caches.",

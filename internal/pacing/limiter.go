@@ -1,15 +1,76 @@
-// Package pacing caps the Jobs in flight, across all caches and per node, so
-// that a large cache never floods the API server or a node (#161), and shares
-// the slots fairly between caches that want them.
+// Package pacing caps the image pulls and deletes in flight, across all
+// caches and per node, so that a large cache never floods the API server or
+// a node (#161), and shares the slots fairly between caches that want them.
+//
+// A slot is one pull (or delete) that may be running at a given moment, not
+// one image of a Job: the kubelet starts a pod's containers one after
+// another, pulling each one's image before it starts the next, so a node
+// Job with ten images pulls one of them at a time. Such a Job takes one
+// slot, and a node under the default caps gets all its images in one Job
+// instead of a series of small ones, each paying the Job controller's round
+// trip. A node declared to pull in parallel (LabelParallelPulls) is counted
+// as if its Job's pulls could all run at once, up to what it declares.
 package pacing
 
 import (
+	"math"
+	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Limiter hands out Job slots. A slot is held from a Job's creation until
+// LabelParallelPulls is the node label that declares how many of one pod's
+// image pulls the node may run at once. Without it a node Job counts as one
+// pull in flight, which is what the kubelet does; a cluster whose nodes pull
+// a pod's images otherwise says so here, and its node Jobs are sized and
+// counted by it.
+const LabelParallelPulls = "kubefledged.io/parallel-image-pulls"
+
+// Unbounded is the parallelism of a node whose label is not a positive
+// integer: each of a Job's pulls is counted, the safe count when we cannot
+// tell.
+const Unbounded = math.MaxInt32
+
+// ParallelPulls reads LabelParallelPulls from a node's labels: 1 when it is
+// absent; Unbounded, with the error, when it is not a positive integer.
+func ParallelPulls(labels map[string]string) (int, error) {
+	v, ok := labels[LabelParallelPulls]
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return Unbounded, &labelError{value: v}
+	}
+	return n, nil
+}
+
+type labelError struct{ value string }
+
+func (e *labelError) Error() string {
+	return "node label " + LabelParallelPulls + "=" + strconv.Quote(e.value) +
+		" is not a positive integer: every pull of the node's Jobs is counted as in flight"
+}
+
+// Size is the pure decision behind Take: how many of pending pulls one Job
+// does (size) and the slots it holds while it runs (slots), on a node that
+// runs up to parallel of one pod's pulls at once, when free slots are left.
+// A Job holds one slot per pull that may run at the same time: min(size,
+// parallel). When that does not fit, the Job shrinks to the free slots, each
+// of its pulls counted, as a Job per image would be. 0, 0: nothing fits.
+func Size(pending, parallel, free int) (size, slots int) {
+	if pending <= 0 || free <= 0 {
+		return 0, 0
+	}
+	parallel = max(parallel, 1)
+	if w := min(pending, parallel); w <= free {
+		return pending, w
+	}
+	return free, free
+}
+
+// Limiter hands out slots. A Job holds its slots from its creation until
 // its result is settled.
 type Limiter struct {
 	mu      sync.Mutex
@@ -45,33 +106,65 @@ func (l *Limiter) share(owner types.NamespacedName) int {
 	return max(s, 1)
 }
 
-// TryAcquire takes a slot for a Job of owner on node, or says no and
-// remembers that owner waits. An owner that waits is counted in the fair
-// share until Forget.
-func (l *Limiter) TryAcquire(owner types.NamespacedName, node string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if (l.max > 0 && (l.total >= l.max || l.held[owner] >= l.share(owner))) ||
-		(l.perNode > 0 && l.nodes[node] >= l.perNode) {
-		l.waiting[owner] = true
-		return false
+// othersWait says whether an owner other than owner waits for a slot.
+func (l *Limiter) othersWait(owner types.NamespacedName) bool {
+	for w := range l.waiting {
+		if w != owner {
+			return true
+		}
 	}
-	l.total++
-	l.nodes[node]++
-	l.held[owner]++
-	return true
+	return false
 }
 
-// Release returns a slot and wakes the owners that waited for one.
-func (l *Limiter) Release(owner types.NamespacedName, node string) {
+// free is what owner may still take on node under every cap. The fair
+// share binds only while another owner waits: a small cache that has all
+// the slots it wants leaves the rest of the cap to the large one, and one
+// that arrives while a large one holds the cap takes every slot freed
+// until it has its share, so its time is bounded by its own size.
+func (l *Limiter) free(owner types.NamespacedName, node string) int {
+	f := math.MaxInt
+	if l.max > 0 {
+		f = min(f, l.max-l.total)
+		if l.othersWait(owner) {
+			f = min(f, l.share(owner)-l.held[owner])
+		}
+	}
+	if l.perNode > 0 {
+		f = min(f, l.perNode-l.nodes[node])
+	}
+	return f
+}
+
+// Take takes the slots for one Job of owner on node that would do up to
+// pending pulls (1 for a Job per image or a delete), on a node that runs up
+// to parallel of one pod's pulls at once (see Size). It returns how many of
+// the pulls the Job does and the slots it holds, to be given back with
+// Release; 0, 0 when nothing fits, and then owner is remembered as waiting
+// and counted in the fair share until Forget.
+func (l *Limiter) Take(owner types.NamespacedName, node string, pending, parallel int) (size, slots int) {
 	l.mu.Lock()
-	if l.held[owner] > 0 {
-		l.total--
-		l.held[owner]--
+	defer l.mu.Unlock()
+	size, slots = Size(pending, parallel, l.free(owner, node))
+	if size == 0 {
+		l.waiting[owner] = true
+		return 0, 0
+	}
+	l.total += slots
+	l.nodes[node] += slots
+	l.held[owner] += slots
+	return size, slots
+}
+
+// Release gives back slots taken by Take and wakes the owners that waited.
+func (l *Limiter) Release(owner types.NamespacedName, node string, slots int) {
+	l.mu.Lock()
+	if slots = min(slots, l.held[owner]); slots > 0 {
+		l.total -= slots
+		l.held[owner] -= slots
 		if l.held[owner] == 0 {
 			delete(l.held, owner)
 		}
-		if l.nodes[node]--; l.nodes[node] <= 0 {
+		if l.nodes[node] -= slots; l.nodes[node] <= 0 {
 			delete(l.nodes, node)
 		}
 	}
@@ -98,7 +191,8 @@ func (l *Limiter) Forget(owner types.NamespacedName) {
 	delete(l.waiting, owner)
 }
 
-// InFlight is the number of slots held.
+// InFlight is the number of slots held: the pulls and deletes that may be
+// running at once.
 func (l *Limiter) InFlight() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/images"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/pacing"
 )
 
 // Plan is the work of one operation.
@@ -138,8 +139,11 @@ func Build(in Input) Plan {
 			tolerations = nil // every taint: see skipDelete
 		}
 		for _, n := range eligible {
+			// A label that is not a number counts every pull; the
+			// controller warns about it (InvalidNodeLabel).
+			parallel, _ := pacing.ParallelPulls(n.Labels)
 			w := jobs.Work{Kind: kind, Image: image, Ref: ref, Tolerations: tolerations,
-				Node: jobs.Node{Name: n.Name, Runtime: n.Status.NodeInfo.ContainerRuntimeVersion}}
+				Node: jobs.Node{Name: n.Name, Runtime: n.Status.NodeInfo.ContainerRuntimeVersion, Parallel: parallel}}
 			if seen[w.Key()] {
 				continue
 			}

@@ -57,7 +57,10 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 		"--leader-elect=false",
 		"--enable-webhook=false",
 		"--metrics-bind-address=" + metricsAddr,
-		"--metrics-secure=false", // scraped over plain HTTP on loopback
+		// Plain HTTP on loopback: a secure endpoint would have the API
+		// server review every scrape, requests the figures would count
+		// as the controller's.
+		"--metrics-secure=false",
 		"--delete-job-namespace=" + benchControllerNamespace,
 		"--health-probe-bind-address=0",
 		"--helper-image=example.test/kubefledged:bench",

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -47,32 +48,14 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	if now.Before(op.retryAt) {
 		return op.retryAt.Sub(now)
 	}
-	var todo []int
-	waiting := false
-	for _, i := range op.order {
-		name := op.names[i]
-		if _, ok := op.createdAt[name]; ok {
-			continue
-		}
-		if _, ok := op.settled[name]; ok {
-			continue
-		}
-		if _, ok := op.holding[name]; !ok {
-			if !r.limiter.TryAcquire(key, op.work[i].Node.Name) {
-				waiting = true
-				continue
-			}
-			op.holding[name] = op.work[i].Node.Name
-		}
-		todo = append(todo, i)
-	}
+	todo, waiting := r.take(cache, op)
 	if !waiting {
 		r.limiter.Forget(key)
 	}
 	if len(todo) == 0 {
 		return 0
 	}
-	creates := r.group(cache, op, todo)
+	creates := jobsOf(op, todo)
 	owner := jobs.Owner{Cache: cache, Operation: op.id, PullUser: op.pullUser}
 	errs := make([]error, len(creates))
 	_, _ = inParallel(len(creates), r.Config.WriteParallelism, func(k int) error {
@@ -143,10 +126,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		failedNames = append(failedNames, name)
 		op.failedCreates++
 		observe(op.work[i].Kind, o, false)
-		if node, ok := op.holding[name]; ok {
-			delete(op.holding, name)
-			r.limiter.Release(key, node)
-		}
+		r.releaseJob(key, op, op.job(name))
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 	r.settleHeld(key, op, failedNames)
@@ -179,39 +159,58 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	return max(wait, time.Millisecond)
 }
 
-// group names the Jobs that do the pairs todo, each once. Per (image,
-// node), or for a delete, a pair's Job is its own. Per node, a pair already
-// in a Job (its create is retried) stays in it; the others are put in new
-// Jobs node by node, in todo's order, at most jobs.MaxContainers in each.
-func (r *Reconciler) group(cache *v1alpha2.ImageCache, op *operation, todo []int) []string {
-	var out []string
-	seen := map[string]bool{}
+// take takes the pacing slots of the operation's Jobs not created yet, as
+// far as the caps allow, and returns their pairs (in the order they took
+// them) and whether some had to wait. A Job whose create is retried keeps
+// the slots it took. Per (image, node), or for a delete, a pair's Job is
+// its own and takes one slot. Per node, a node's pulls that have no Job yet
+// are put in Jobs of at most jobs.MaxContainers, each sized and counted by
+// the limiter: with the kubelet pulling a pod's images one at a time, a Job
+// of all the node's images holds one slot.
+func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]int, bool) {
+	key := client.ObjectKeyFromObject(cache)
+	var todo []int
+	waiting := false
 	fresh := map[string][]int{}
 	var nodes []string
-	for _, i := range todo {
+	for _, i := range op.order {
 		name := op.names[i]
+		if _, ok := op.createdAt[name]; ok {
+			continue
+		}
+		if _, ok := op.settled[name]; ok {
+			continue
+		}
+		if _, ok := op.holding[op.job(name)]; ok {
+			todo = append(todo, i)
+			continue
+		}
 		w := op.work[i]
-		if !r.perNode() || w.Kind != jobs.Pull {
-			out = append(out, name)
-			continue
-		}
-		if job, ok := op.jobOf[name]; ok {
-			if !seen[job] {
-				seen[job] = true
-				out = append(out, job)
+		if r.perNode() && w.Kind == jobs.Pull {
+			if _, ok := fresh[w.Node.Name]; !ok {
+				nodes = append(nodes, w.Node.Name)
 			}
+			fresh[w.Node.Name] = append(fresh[w.Node.Name], i)
 			continue
 		}
-		if _, ok := fresh[w.Node.Name]; !ok {
-			nodes = append(nodes, w.Node.Name)
+		n, s := r.limiter.Take(key, w.Node.Name, 1, 1)
+		if n == 0 {
+			waiting = true
+			continue
 		}
-		fresh[w.Node.Name] = append(fresh[w.Node.Name], i)
+		op.holding[name] = slots{node: w.Node.Name, n: s}
+		todo = append(todo, i)
 	}
-	for _, n := range nodes {
-		ps := fresh[n]
+	for _, node := range nodes {
+		ps := fresh[node]
 		for len(ps) > 0 {
-			chunk := ps[:min(len(ps), jobs.MaxContainers)]
-			ps = ps[len(chunk):]
+			n, s := r.limiter.Take(key, node, min(len(ps), jobs.MaxContainers), op.work[ps[0]].Node.Parallel)
+			if n == 0 {
+				waiting = true
+				break
+			}
+			chunk := ps[:n:n]
+			ps = ps[n:]
 			ws := make([]jobs.Work, len(chunk))
 			for c, i := range chunk {
 				ws[c] = op.work[i]
@@ -221,10 +220,41 @@ func (r *Reconciler) group(cache *v1alpha2.ImageCache, op *operation, todo []int
 			for _, i := range chunk {
 				op.jobOf[op.names[i]] = job
 			}
+			op.holding[job] = slots{node: node, n: s}
+			todo = append(todo, chunk...)
+		}
+	}
+	return todo, waiting
+}
+
+// jobsOf names the Jobs that do the pairs todo, each once.
+func jobsOf(op *operation, todo []int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, i := range todo {
+		job := op.job(op.names[i])
+		if !seen[job] {
+			seen[job] = true
 			out = append(out, job)
 		}
 	}
 	return out
+}
+
+// releaseJob gives back the slots of job once none of its pairs is left
+// to settle: a node Job pulls until its last container has finished.
+func (r *Reconciler) releaseJob(key types.NamespacedName, op *operation, job string) {
+	s, ok := op.holding[job]
+	if !ok {
+		return
+	}
+	for _, i := range op.pairs(job) {
+		if _, done := op.settled[op.names[i]]; !done {
+			return
+		}
+	}
+	delete(op.holding, job)
+	r.limiter.Release(key, s.node, s.n)
 }
 
 // createFailure says what a failed create means for its pair: an outcome,

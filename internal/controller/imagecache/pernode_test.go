@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/pacing"
 )
 
 // The node Jobs of a running operation, as the harness sees them.
@@ -181,19 +182,29 @@ func TestRetainedNodeJobReplacedWithItsNode(t *testing.T) {
 	g.Expect(h.writesOf("delete", "jobs")).To(ConsistOf(HaveField("Name", ja.Name), HaveField("Name", jb.Name), HaveField("Name", ja2.Name)))
 }
 
-// Pacing counts pulls, not Jobs: with two pulls in flight per node a node
-// with three images gets a Job of two containers, then one of one; and a
-// node Job holds at most jobs.MaxContainers containers.
+// Pacing counts the pulls in flight: the kubelet pulls a pod's images one
+// at a time, so with two pulls in flight per node a node gets one Job of all
+// its images; a node Job holds at most jobs.MaxContainers containers; a node
+// labelled to pull in parallel (or whose label cannot be read) has each pull
+// counted, so its Jobs stay within the per-node cap.
 func TestNodeJobsWithinTheCaps(t *testing.T) {
 	tests := []struct {
 		name       string
 		perNode    int
+		parallel   string // the node's pacing.LabelParallelPulls, if any
 		images     int
 		wantFirst  []int // containers of the Jobs created first
 		wantSecond []int // and once those finished
+		wantEvent  string
 	}{
-		{name: "per-node cap", perNode: 2, images: 3, wantFirst: []int{2}, wantSecond: []int{1}},
+		{name: "one Job of all its images under the default per-node cap", perNode: 2, images: 10, wantFirst: []int{10}},
 		{name: "the bound per pod", images: jobs.MaxContainers + 1, wantFirst: []int{jobs.MaxContainers, 1}},
+		{name: "the bound per pod, one pull per node", perNode: 1, images: jobs.MaxContainers + 1,
+			wantFirst: []int{jobs.MaxContainers}, wantSecond: []int{1}},
+		{name: "a node that pulls in parallel", perNode: 2, parallel: "4", images: 3, wantFirst: []int{2}, wantSecond: []int{1}},
+		{name: "a node that pulls one at a time, labelled so", perNode: 2, parallel: "1", images: 3, wantFirst: []int{3}},
+		{name: "a label that is not a number counts every pull", perNode: 2, parallel: "many", images: 3,
+			wantFirst: []int{2}, wantSecond: []int{1}, wantEvent: "Warning InvalidNodeLabel node a: node label " + pacing.LabelParallelPulls},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,7 +213,11 @@ func TestNodeJobsWithinTheCaps(t *testing.T) {
 			for i := 0; i < tt.images; i++ {
 				imgs = append(imgs, fmt.Sprintf("img%d:1", i))
 			}
-			h := newHarness(t, Config{PullJobs: jobs.PerNode, MaxJobsPerNode: tt.perNode}, node("a"), imageCache("c", imgs...))
+			n := node("a")
+			if tt.parallel != "" {
+				n.Labels[pacing.LabelParallelPulls] = tt.parallel
+			}
+			h := newHarness(t, Config{PullJobs: jobs.PerNode, MaxJobsPerNode: tt.perNode}, n, imageCache("c", imgs...))
 			sizes := func() []int {
 				var out []int
 				for _, j := range h.jobs("c") {
@@ -221,6 +236,62 @@ func TestNodeJobsWithinTheCaps(t *testing.T) {
 			h.settleDown("c")
 			g.Expect(h.running("c")).To(BeFalse())
 			g.Expect(h.status("c").Counts.Succeeded).To(Equal(int32(tt.images)))
+			if tt.wantEvent != "" {
+				g.Expect(h.events()).To(ContainElement(HavePrefix(tt.wantEvent)))
+			} else {
+				g.Expect(h.events()).NotTo(ContainElement(ContainSubstring("InvalidNodeLabel")))
+			}
 		})
 	}
+}
+
+// A small cache created while a large one holds the global cap is not
+// starved behind it: it takes its share of the slots freed, whatever the
+// large one still has to do, so its time follows its own size; once it has
+// ended, the large one has the whole cap again.
+func TestSmallCacheNotStarved(t *testing.T) {
+	g := NewWithT(t)
+	var big []string
+	for i := 0; i < 10; i++ {
+		big = append(big, fmt.Sprintf("big%d:1", i))
+	}
+	h := newHarness(t, Config{PullJobs: jobs.PerNode, MaxJobs: 2, MaxJobsPerNode: 2},
+		node("a"), node("b"), node("c"), node("d"), node("e"), node("f"), imageCache("big", big...), imageCache("small", "small:1"))
+	running := func(cache string) []batchv1.Job {
+		var out []batchv1.Job
+		for _, j := range h.jobs(cache) {
+			if len(j.Status.Conditions) == 0 {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	h.settleDown("big")
+	g.Expect(running("big")).To(HaveLen(2), "the large cache holds the cap")
+	h.settleDown("small")
+	g.Expect(running("small")).To(BeEmpty(), "the small one waits")
+	// Each time one of the large cache's Jobs ends, the small one gets a
+	// slot; it never has to wait for the large one's remaining work.
+	for i := 0; i < 7; i++ { // one of the large cache's Jobs, then the small one's six
+		if js := running("small"); len(js) > 0 {
+			h.finishJob(&js[0], batchv1.JobComplete, "", "")
+		} else {
+			js := running("big")
+			h.finishJob(&js[0], batchv1.JobComplete, "", "")
+		}
+		h.settleDown("big")
+		h.settleDown("small")
+		if !h.running("small") {
+			break
+		}
+		g.Expect(running("small")).To(HaveLen(1), "round %d: the small cache has its share", i)
+		g.Expect(running("big")).To(HaveLen(1), "round %d: and the large one the rest", i)
+	}
+	g.Expect(h.running("small")).To(BeFalse(), "the small cache ended within rounds of its own Jobs")
+	g.Expect(h.status("small").Counts.Succeeded).To(Equal(int32(6)))
+	g.Expect(h.running("big")).To(BeTrue(), "while the large one still had work")
+	js := running("big")
+	h.finishJob(&js[0], batchv1.JobComplete, "", "")
+	h.settleDown("big")
+	g.Expect(running("big")).To(HaveLen(2), "the large cache has the whole cap again")
 }

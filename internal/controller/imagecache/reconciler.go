@@ -275,9 +275,9 @@ func (r *Reconciler) forget(k types.NamespacedName) {
 // releaseAll gives back the slots an ending or forgotten operation still
 // holds; the gauge follows, or it would show Jobs in flight that are gone.
 func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
-	for name, node := range op.holding {
-		delete(op.holding, name)
-		r.limiter.Release(k, node)
+	for job, s := range op.holding {
+		delete(op.holding, job)
+		r.limiter.Release(k, s.node, s.n)
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 }

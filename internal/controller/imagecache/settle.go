@@ -251,7 +251,7 @@ func (s *settlement) eventsOf(job string, jobPods []corev1.Pod) []corev1.Event {
 }
 
 // release deletes the Jobs settled under the delete policy and frees the
-// slots of the pairs settled now.
+// slots of the Jobs whose last pair was settled now.
 //
 // With the delete policy a settled Job goes at once: its result is known,
 // and the end of a large operation has no mass deletion left to wait for.
@@ -268,10 +268,7 @@ func (s *settlement) release() {
 		op.sweep = true
 	}
 	for _, name := range s.settled {
-		if node, ok := op.holding[name]; ok {
-			delete(op.holding, name)
-			r.limiter.Release(s.key, node)
-		}
+		r.releaseJob(s.key, op, op.job(name))
 	}
 	r.settleHeld(s.key, op, s.settled)
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))

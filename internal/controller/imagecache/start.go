@@ -18,6 +18,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
+	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/podimages"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -79,7 +80,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
 		spec: spec, named: *cache.Spec.DeepCopy(), podImages: record, start: now, eligible: eligible, only: only,
 		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint),
-		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]string{}, settled: map[string]results.Outcome{},
+		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]slots{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, lacking: p.Lacking, unmatched: p.Unmatched,
 		priorFailures: cache.Status.Failures, consumes: consumedAnnotations(kind, cache.Annotations), pullUser: user,
@@ -142,6 +143,9 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), detail)
 	for _, why := range p.Unmatched {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
+	}
+	for _, why := range invalidParallelLabels(nodes.Items, p.Work) {
+		r.Recorder.Event(cache, corev1.EventTypeWarning, "InvalidNodeLabel", why)
 	}
 	if pods != nil && !pods.ok() && pods.cond.Reason != podsNotListedYet {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, pods.cond.Reason, pods.cond.Message)
@@ -274,3 +278,23 @@ func skippedNodes(left map[string]string) []v1alpha2.SkippedNodes {
 }
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t) }
+
+// invalidParallelLabels says, for each node the work goes to whose
+// pacing.LabelParallelPulls is not a number, that its pulls are all counted:
+// the label is a user's, and the earliest we can tell them is here.
+func invalidParallelLabels(nodes []corev1.Node, work []jobs.Work) []string {
+	on := map[string]bool{}
+	for _, w := range work {
+		on[w.Node.Name] = true
+	}
+	var out []string
+	for i := range nodes {
+		if !on[nodes[i].Name] {
+			continue
+		}
+		if _, err := pacing.ParallelPulls(nodes[i].Labels); err != nil {
+			out = append(out, "node "+nodes[i].Name+": "+err.Error())
+		}
+	}
+	return out
+}

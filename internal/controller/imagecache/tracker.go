@@ -63,8 +63,9 @@ type operation struct {
 	// createdAt is when each Job was created: its deadline counts from
 	// there, so Jobs held back by pacing do not expire while they wait.
 	createdAt map[string]time.Time
-	// holding are the Jobs that hold a pacing slot (Job name -> node).
-	holding map[string]string
+	// holding are the Jobs that hold pacing slots, by Job name: a Job
+	// holds them from its creation until all its pairs are settled.
+	holding map[string]slots
 	// settled are the final outcomes known so far, by Job name.
 	settled map[string]results.Outcome
 	// unstarted are items that failed without a Job (an invalid image, a node
@@ -121,6 +122,12 @@ type operation struct {
 	// held are the nodes carrying the startup taint whose records this
 	// operation keeps (held.go); nil when there are none.
 	held map[string]bool
+}
+
+// slots are the pacing slots one Job holds on its node.
+type slots struct {
+	node string
+	n    int
 }
 
 type finalState struct {

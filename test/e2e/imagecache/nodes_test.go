@@ -238,7 +238,13 @@ func TestPacing(t *testing.T) {
 	// Per cache: two hanging images (each holds a slot for the whole
 	// deadline) and two good ones, on the three nodes: 12 Jobs, at most 3 at
 	// a time, so about 4 waves of 3 s; measured from the start of the
-	// operation, the good Jobs of the late waves would be failures.
+	// operation, the good Jobs of the late waves would be failures. Node
+	// Jobs pull their images one at a time, so each holds one slot: a Job
+	// per node of the four images, 3 Jobs per cache in about 2 waves.
+	perCache := 4 * nodes
+	if perNode() {
+		perCache = nodes
+	}
 	t0 := framework.Tick()
 	for _, name := range []string{"pace-a", "pace-b"} {
 		g.Expect(k8s.Create(context.Background(), newCache(ns, name, list(sandbox.FailPrefix+name+"-1:1", sandbox.FailPrefix+name+"-2:1", "alpine:3.20", "alpine:3.19")))).To(Succeed())
@@ -251,13 +257,59 @@ func TestPacing(t *testing.T) {
 		g.Expect(c.Status.Counts.Failed).To(Equal(int32(2 * nodes)))
 	}
 	// The log's watch can trail the final statuses read through Gets.
-	g.Eventually(func() int { _, _, total := inFlight(rec.Events()); return total }).WithTimeout(framework.ClusterTimeout).Should(Equal(2 * 4 * nodes))
+	g.Eventually(func() int { _, _, total := inFlight(rec.Events()); return total }).WithTimeout(framework.ClusterTimeout).Should(Equal(2 * perCache))
 	peak, peakPerNode, total := inFlight(rec.Events())
 	t.Logf("pacing: %d Jobs, peak in flight %d (cap 3), peak per node %d (cap 1)", total, peak, peakPerNode)
-	g.Expect(total).To(Equal(2 * 4 * nodes))
+	g.Expect(total).To(Equal(2 * perCache))
 	g.Expect(peak).To(BeNumerically("<=", 3))
 	g.Expect(peak).To(Equal(3), "the cap was reached, so it was what held them back")
 	g.Expect(peakPerNode).To(Equal(1))
+}
+
+// TestPacingCountsPulls: with the default caps (2 pulls in flight per node)
+// a node gets one Job for its ten images, since the kubelet pulls a pod's
+// images one after another, and the per-node cap still holds: three caches
+// want a Job on every node at once, each held for the whole deadline by a
+// hanging image, and no node ever runs more than two. Per image, each of
+// the thirty Jobs of a node counts one, as before.
+func TestPacingCountsPulls(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rec := framework.RecordJobs(t, kube, ns, nil)
+	runController(t, nil)
+	caches := []string{"count-a", "count-b", "count-c"}
+	const images = 10
+	t0 := framework.Tick()
+	for _, name := range caches {
+		// Images of its own per cache: the nodes report what another
+		// cache pulled, which would then be already present.
+		imgs := []string{sandbox.HangPrefix + name + ":1"}
+		for i := 1; i < images; i++ {
+			imgs = append(imgs, fmt.Sprintf("example.test/%s-%d:1", name, i))
+		}
+		g.Expect(k8s.Create(context.Background(), newCache(ns, name, list(imgs...)))).To(Succeed())
+	}
+	for _, name := range caches {
+		c := framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: name}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, 3*opTimeout)
+		g.Expect(c.Status.Counts.Succeeded).To(Equal(int32((images-1)*nodes)), name)
+		g.Expect(c.Status.Counts.Failed).To(Equal(int32(nodes)), name+": only the hanging image fails")
+	}
+	perCache := images * nodes
+	if perNode() {
+		perCache = nodes
+	}
+	g.Eventually(func() int { _, _, total := inFlight(rec.Events()); return total }).WithTimeout(framework.ClusterTimeout).Should(Equal(len(caches) * perCache))
+	peak, peakPerNode, total := inFlight(rec.Events())
+	t.Logf("pacing at the default caps: %d Jobs, peak in flight %d (cap 100), peak per node %d (cap 2)", total, peak, peakPerNode)
+	g.Expect(peakPerNode).To(Equal(2), "the per-node cap held, and was what held the third cache back")
+	g.Expect(peak).To(BeNumerically("<=", 2*nodes))
+	if perNode() {
+		for _, ev := range rec.Events() {
+			if ev.Type == watch.Added {
+				g.Expect(ev.Job.Spec.Template.Spec.Containers).To(HaveLen(images), "one Job for all of a node's images: %s", ev.Job.Name)
+			}
+		}
+	}
 }
 
 // inFlight replays a namespace's Job events and tells how many Jobs existed unfinished at

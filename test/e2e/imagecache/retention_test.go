@@ -2,6 +2,7 @@ package imagecache_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -40,13 +42,15 @@ func TestRetentionMatrix(t *testing.T) {
 	images := []string{good, bad, crash}
 	// An image that cannot be pulled is settled at once: it is one that
 	// never finishes pulling that is still running at the deadline. One pull
-	// at a time per node gives each image a node Job of its own, whose label
-	// is that image's result (kwok's stages render one kind of trouble per
-	// pod).
+	// at a time per node, on nodes declared to pull a pod's images all at
+	// once (so that each counts), gives each image a node Job of its own,
+	// whose label is that image's result (kwok's stages render one kind of
+	// trouble per pod).
 	hang := sandbox.HangPrefix + "forever:1"
 	images = append(images, hang)
 	want := map[string]int{"pull/succeeded": nodes, "pull/expired": nodes, "pull/failed": 2 * nodes}
 	waiting, perNodeCap := "ContainerCreating", 1 // of the expired Jobs' pods
+	labelNodes(t, g, pacing.LabelParallelPulls, strconv.Itoa(len(images)))
 	stop := runController(t, func(o *commands.ControllerOptions) {
 		o.Retention.Value = "retain"
 		o.MaxJobsPerNode.Value = perNodeCap

@@ -237,3 +237,26 @@ func each(kind, image string, nodeNames ...string) []string {
 	}
 	return out
 }
+
+// labelNodes sets a label on every node of the sandbox for the rest of the
+// test: the nodes are shared, so the test's end takes it off again.
+func labelNodes(t *testing.T, g Gomega, key, value string) {
+	t.Helper()
+	set := func(name string, value *string) error {
+		n := &corev1.Node{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		if value == nil {
+			delete(n.Labels, key)
+		} else {
+			n.Labels[key] = *value
+		}
+		return k8s.Patch(context.Background(), n, patch)
+	}
+	for _, name := range allNodes() {
+		g.Expect(set(name, &value)).To(Succeed())
+		t.Cleanup(func() { _ = set(name, nil) })
+	}
+}
