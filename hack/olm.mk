@@ -86,6 +86,8 @@ bundle-verify: $(OPERATOR_SDK) $(KUSTOMIZE) ## Fail when bundle/ or bundle.Docke
 	@for f in bundle bundle.Dockerfile; do \
 		if ! diff -r $(CURDIR)/.verify-bundle/$$f $$f >/dev/null; then \
 			echo "the OLM bundle drifted from its sources: $$f (run 'make bundle' and commit)"; \
+			if diff -r $(CURDIR)/.verify-bundle/$$f $$f | grep -q '@sha256:'; then \
+				echo "(the image this tree builds has another digest than the bundle names: the code, the chart or IMAGE_GO changed since)"; fi; \
 			diff -r $(CURDIR)/.verify-bundle/$$f $$f | head -40; exit 1; fi; done
 	@if ! diff -r $(CURDIR)/.verify-bundle/bases config/manifests/bases >/dev/null; then \
 		echo "config/manifests/bases is not in operator-sdk's form (run 'make bundle' and commit)"; \
