@@ -269,17 +269,6 @@ func configFile(t *testing.T, img v1.Image) *v1.ConfigFile {
 	return cf
 }
 
-func git(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = repoRoot(t)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("git %s: %v (not a git checkout?)", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 func TestImageIsReproducible(t *testing.T) {
 	a, b := builtImage(t, 0), builtImage(t, 1)
 	if a.digest == b.digest {
