@@ -90,7 +90,7 @@ verify: ## Fail when generated files drift from their sources.
 # by the chart, never by hand, and so part of what verify regenerates.
 .PHONY: golden
 golden: ## Render the chart for each test/golden/testdata/*.values.yaml into its .golden file.
-	go test -count=1 -run '^TestGolden$$' ./test/golden -update
+	go test -count=1 -run '^(TestGolden|TestKustomizeGolden)$$' ./test/golden -update
 
 .PHONY: chart-readme
 chart-readme: ## Write the chart's README.md from Chart.yaml, values.yaml and README.md.gotmpl (helm-docs' layout).

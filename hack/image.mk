@@ -14,11 +14,19 @@ IMAGE_PLATFORMS ?=
 # localhost and loopback addresses get it without asking.
 INSECURE ?=
 
+# The Go release that compiles our image, for `make image` and for the
+# digest `make bundle` pins alike: another Go makes another binary, so
+# another digest, and the pushed image would not be the one the bundle
+# names. GOTOOLCHAIN fetches it from the module proxy when the local go is
+# another release. Raise it with go.mod's go line.
+IMAGE_GO ?= go1.26.8
+IMAGE_BUILD = GOTOOLCHAIN=$(IMAGE_GO) go run ./hack/image build
+
 ##@ Image (no Docker engine)
 
 .PHONY: image
 image: ## Build the multi-arch image into bin/image/oci (OCI layout); prints the index digest, also in bin/image/digest.
-	go run ./hack/image build -out $(IMAGE_DIR)/oci -digest-file $(IMAGE_DIR)/digest \
+	$(IMAGE_BUILD) -out $(IMAGE_DIR)/oci -digest-file $(IMAGE_DIR)/digest \
 		-version v$(VERSION) -ref $(IMG) $(if $(IMAGE_PLATFORMS),-platforms $(IMAGE_PLATFORMS))
 
 .PHONY: image-push

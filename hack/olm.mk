@@ -27,6 +27,14 @@ BUNDLE_CSV = bundle/manifests/$(BUNDLE_PACKAGE).clusterserviceversion.yaml
 # edits the checked-in config/, and two work trees sharing one bin/ can each
 # build their bundle at once.
 OLM_SCRATCH = $(CURDIR)/.olm
+# The bundle names our image by digest, as OpenShift's mirroring needs
+# (ImageDigestMirrorSet and `oc adm catalog mirror` remap digests only):
+# IMG's repository at the digest of the image `make bundle` builds from this
+# tree, every platform, as `make image` does. The build is reproducible and
+# holds no trace of the commit (hack/image/main.go), so the digest is known
+# before the image is pushed, and regenerating the bundle gives the same one.
+# IMG's tag (or digest) is dropped.
+IMG_NAME = $(shell echo '$(IMG)' | sed -E 's/@.*$$//; s|:[^:/]*$$||')
 # How long deploy waits for the operator, and undeploy for the releases to go.
 DEPLOY_TIMEOUT ?= 120s
 
@@ -38,7 +46,7 @@ OPERATOR_SDK_LDFLAGS = $(foreach v,Version GitVersion ImageVersion,-X 'github.co
 ##@ OLM bundle
 
 .PHONY: bundle
-bundle: $(OPERATOR_SDK) $(KUSTOMIZE) ## Regenerate bundle/ and bundle.Dockerfile from config/ (IMG sets the image).
+bundle: $(OPERATOR_SDK) $(KUSTOMIZE) ## Regenerate bundle/ and bundle.Dockerfile from config/; the image is IMG's repository at the digest of this tree's build.
 	@# `generate kustomize manifests` only reads a PROJECT file for the project's
 	@# name and type; a stand-in one lets it normalise the hand-written CSV base
 	@# without scaffolding this hybrid (Helm operator + Go) project.
@@ -47,7 +55,8 @@ bundle: $(OPERATOR_SDK) $(KUSTOMIZE) ## Regenerate bundle/ and bundle.Dockerfile
 	cd $(OLM_SCRATCH)/project && $(OPERATOR_SDK) generate kustomize manifests -q --interactive=false \
 		--package $(BUNDLE_PACKAGE) --input-dir $(CURDIR)/config/manifests --output-dir $(CURDIR)/config/manifests
 	cp -r config $(OLM_SCRATCH)/
-	cd $(OLM_SCRATCH)/config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(IMAGE_BUILD) -out $(OLM_SCRATCH)/image -digest-file $(OLM_SCRATCH)/image.digest -version v$(VERSION) >/dev/null
+	cd $(OLM_SCRATCH)/config/manager && $(KUSTOMIZE) edit set image controller=$(IMG_NAME)@$$(cat $(OLM_SCRATCH)/image.digest)
 	@# createdAt says when this version's bundle was first generated: it is
 	@# kept while VERSION stays, so that regenerating an unchanged bundle
 	@# gives no diff.
@@ -77,6 +86,8 @@ bundle-verify: $(OPERATOR_SDK) $(KUSTOMIZE) ## Fail when bundle/ or bundle.Docke
 	@for f in bundle bundle.Dockerfile; do \
 		if ! diff -r $(CURDIR)/.verify-bundle/$$f $$f >/dev/null; then \
 			echo "the OLM bundle drifted from its sources: $$f (run 'make bundle' and commit)"; \
+			if diff -r $(CURDIR)/.verify-bundle/$$f $$f | grep -q '@sha256:'; then \
+				echo "(the image this tree builds has another digest than the bundle names: the code, the chart or IMAGE_GO changed since)"; fi; \
 			diff -r $(CURDIR)/.verify-bundle/$$f $$f | head -40; exit 1; fi; done
 	@if ! diff -r $(CURDIR)/.verify-bundle/bases config/manifests/bases >/dev/null; then \
 		echo "config/manifests/bases is not in operator-sdk's form (run 'make bundle' and commit)"; \

@@ -76,6 +76,15 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The image is named by digest in the checked-in bundle (`make bundle`
+	// pins it), and a commit cannot hold its own hash or time: so, unlike
+	// the bundle and catalog images, this one carries neither. Its
+	// timestamps are SOURCE_DATE_EPOCH's, else 1970 (as ko and rules_oci
+	// stamp theirs), and its digest follows from the files alone.
+	epoch, err := sourceDateEpoch(false)
+	if err != nil {
+		return "", err
+	}
 	// Beside the output rather than in /tmp: a binary per platform is tens
 	// of MB, and /tmp may be a small tmpfs.
 	parent := filepath.Dir(o.out)
@@ -90,7 +99,7 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 
 	// Two of the three layers are the same for every platform: one blob each
 	// in the layout and the registry.
-	base, err := layer(filepath.Join(work, "base.tar"), src.epoch,
+	base, err := layer(filepath.Join(work, "base.tar"), epoch,
 		entry{name: "/etc/passwd", mode: 0o644, data: []byte(passwd)},
 		entry{name: "/etc/group", mode: 0o644, data: []byte(group)},
 		entry{name: homeDir, dir: true, mode: 0o700, uid: nonrootUID, gid: nonrootUID},
@@ -103,7 +112,7 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 	for _, f := range src.files {
 		appEntries = append(appEntries, entry{name: path.Join(workDir, f.path), mode: f.mode, src: filepath.FromSlash(f.path)})
 	}
-	app, err := layer(filepath.Join(work, "app.tar"), src.epoch, appEntries...)
+	app, err := layer(filepath.Join(work, "app.tar"), epoch, appEntries...)
 	if err != nil {
 		return "", err
 	}
@@ -114,10 +123,7 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		"org.opencontainers.image.source":      src.chart.Home,
 		"org.opencontainers.image.version":     o.version,
 		"org.opencontainers.image.licenses":    license,
-		"org.opencontainers.image.created":     src.epoch.Format(time.RFC3339),
-	}
-	if src.revision != "" {
-		labels["org.opencontainers.image.revision"] = src.revision
+		"org.opencontainers.image.created":     epoch.Format(time.RFC3339),
 	}
 
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
@@ -126,14 +132,14 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		if err := goBuild(ctx, p, ".", "-s -w -X "+versionVar+"="+o.version, bin); err != nil {
 			return "", err
 		}
-		binLayer, err := layer(bin+".tar", src.epoch, entry{name: binaryPath, mode: 0o755, src: bin})
+		binLayer, err := layer(bin+".tar", epoch, entry{name: binaryPath, mode: 0o755, src: bin})
 		if err != nil {
 			return "", err
 		}
-		img, err := image(p, src.epoch, labels, []mutate.Addendum{
-			{Layer: base, History: history(src.epoch, "users, /tmp and home as distroless/static:nonroot has them")},
-			{Layer: app, History: history(src.epoch, "COPY watches.yaml helm-charts/ "+workDir+"/")},
-			{Layer: binLayer, History: history(src.epoch, "go build -o "+binaryPath+" ("+p.String()+")")},
+		img, err := image(p, epoch, labels, []mutate.Addendum{
+			{Layer: base, History: history(epoch, "users, /tmp and home as distroless/static:nonroot has them")},
+			{Layer: app, History: history(epoch, "COPY watches.yaml helm-charts/ "+workDir+"/")},
+			{Layer: binLayer, History: history(epoch, "go build -o "+binaryPath+" ("+p.String()+")")},
 		})
 		if err != nil {
 			return "", err
@@ -154,8 +160,8 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 	if err := writeLayout(work, o.out, index, o.ref); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(os.Stderr, "image: %s (%s) in %s, revision %q, time %s\n",
-		digest, platformList(o.platforms), o.out, src.revision, src.epoch.Format(time.RFC3339))
+	fmt.Fprintf(os.Stderr, "image: %s (%s) in %s, from revision %q, time %s\n",
+		digest, platformList(o.platforms), o.out, src.revision, epoch.Format(time.RFC3339))
 	return digest.String(), nil
 }
 
@@ -201,8 +207,8 @@ func writeLayout(work, out string, index v1.ImageIndex, ref string) error {
 // goBuild cross-compiles the package pkg of this module into a static
 // binary with the Dockerfile's flags (ldflags are -ldflags). Beyond them:
 // -buildvcs=false, since the Dockerfile's build sees no .git and a
-// checkout's state should not reach the binary (the revision label carries
-// the commit); and the per-architecture levels pinned at Go's defaults, so
+// checkout's state should not reach the binary (nor the digest the bundle
+// pins); and the per-architecture levels pinned at Go's defaults, so
 // that a GOAMD64, GOARM64 or GOPPC64 in someone's environment cannot change
 // the image. GOARM is the platform's variant (arm/v7: 7, hardware floating
 // point), so that the binary runs on every node the index offers it to.

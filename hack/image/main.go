@@ -28,10 +28,13 @@
 // this one, where the Jobs call /kubefledged by absolute path and the
 // operator finds watches.yaml in its working directory.
 //
-// Two builds of one commit give one index digest: every timestamp is the
-// commit's, tar entries are sorted with fixed owners and modes, and the
-// chart files and their modes come from git rather than from the checkout's
-// umask.
+// Two builds of the same files give one index digest: tar entries are sorted
+// with fixed owners and modes, the chart files and their modes come from git
+// rather than from the checkout's umask, and every timestamp is fixed. For
+// the bundle, catalog and tool images that time is the commit's; our own
+// image holds no trace of the commit (neither its time nor a revision
+// label), because `make bundle` pins its digest in the checked-in CSV,
+// which a commit cannot do with an image that names that very commit.
 package main
 
 import (

@@ -335,6 +335,9 @@ func TestFlagsPerCase(t *testing.T) {
 		"image-digest": {
 			"--helper-image": "registry.example.com/kubefledged:v9.9.9@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 		},
+		"image-mirror": {
+			"--helper-image": "mirror.example.com/airgap/kubefledged:v0.11.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		},
 		"image-reference": {
 			"--helper-image": "registry.example.com/kubefledged@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 		},
@@ -378,6 +381,34 @@ func TestFlagsPerCase(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An air-gapped install sets image.repository and image.digest (the
+// image-mirror case): every image of the release, the controller's, the
+// Jobs' helper (--helper-image) and the `helm test` pod's, must then be the
+// mirror's, and the upstream repository named nowhere, or a disconnected
+// cluster would try to pull it.
+func TestImageMirrorEverywhere(t *testing.T) {
+	r := render(t, loadChart(t), "image-mirror")
+	const mirror = "mirror.example.com/airgap/kubefledged:v0.11.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	images := 0
+	for _, m := range r.All() {
+		for i, line := range strings.Split(m.Content, "\n") {
+			if strings.Contains(line, "ghcr.io/kubefledged/kubefledged") {
+				t.Errorf("%s line %d names the upstream image: %s", m.Name, i+1, strings.TrimSpace(line))
+			}
+			if img, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+				images++
+				if strings.Trim(img, `"`) != mirror {
+					t.Errorf("%s line %d: image %s, want the mirror's %s", m.Name, i+1, img, mirror)
+				}
+			}
+		}
+	}
+	// The controller's container and the test pod's.
+	if images < 2 {
+		t.Errorf("%d images rendered, want the controller's and the test pod's at least", images)
 	}
 }
 

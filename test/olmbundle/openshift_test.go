@@ -75,8 +75,8 @@ func TestCSVFeatureAnnotations(t *testing.T) {
 		feature string
 		want    string
 	}{
-		// Images are named by tag, not digest: mirroring cannot serve them.
-		{"disconnected", "false"},
+		// Every image by digest (TestCSVImagesByDigest), as mirroring needs.
+		{"disconnected", "true"},
 		{"fips-compliant", "false"},
 		{"proxy-aware", "false"},
 		{"tls-profiles", "false"},
@@ -101,6 +101,58 @@ func TestCSVFeatureAnnotations(t *testing.T) {
 		}
 		NewWithT(t).Expect(n).To(Equal(10), "a feature annotation outside the standard set is a typo")
 	})
+}
+
+// disconnected: "true" claims that every image the operator runs is named
+// by digest, since OpenShift's mirror policies (ImageDigestMirrorSet) and
+// `oc adm catalog mirror` remap digest references only: the Deployment's
+// containers, the RELATED_IMAGE_* variables (the controller's and the Jobs'
+// image, through watches.yaml), relatedImages and containerImage. All name
+// the one image.
+func TestCSVImagesByDigest(t *testing.T) {
+	g := NewWithT(t)
+	dir, err := repo.Path("bundle", "manifests")
+	g.Expect(err).NotTo(HaveOccurred())
+	files, err := filepath.Glob(filepath.Join(dir, "*.clusterserviceversion.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(files).To(HaveLen(1))
+	raw, err := os.ReadFile(files[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	var csv map[string]any
+	g.Expect(yaml.Unmarshal(raw, &csv)).To(Succeed())
+	found := map[string]string{} // where: reference
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if n, ok := v["name"].(string); ok && strings.HasPrefix(n, "RELATED_IMAGE_") {
+				found[where+"."+n] = v["value"].(string)
+			}
+			for k, e := range v {
+				if s, ok := e.(string); ok && (k == "image" || k == "containerImage") {
+					found[where+"."+k] = s
+				}
+				walk(where+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(where+"["+strconv.Itoa(i)+"]", e)
+			}
+		}
+	}
+	walk("", csv)
+	// The Deployment's container, RELATED_IMAGE_KUBEFLEDGED, relatedImages
+	// and containerImage.
+	g.Expect(len(found)).To(BeNumerically(">=", 4), "images found: %v", found)
+	byDigest := MatchRegexp(`^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+@sha256:[0-9a-f]{64}$`)
+	var first string
+	for where, ref := range found {
+		g.Expect(ref).To(byDigest, "%s is not a digest reference", where)
+		if first == "" {
+			first = ref
+		}
+		g.Expect(ref).To(Equal(first), "%s names another image", where)
+	}
 }
 
 // OLM offers an operator only on clusters whose nodes match its CSV's

@@ -48,6 +48,9 @@ type installation struct {
 	namespace, deployment string
 	// webhookConfiguration is the ValidatingWebhookConfiguration the install made.
 	webhookConfiguration string
+	// image is what the install names our image by: the controller's container and the
+	// Jobs' helpers must run it. Empty means ourImage, the chart's default.
+	image string
 	// setRetention changes the controller's --job-retention-policy the install's own way
 	// (helm upgrade, an edit of a KubeFledged resource) and returns once the change is
 	// made; the common end waits for the roll.
@@ -64,7 +67,7 @@ func checkInstall(t *testing.T, in installation) {
 	g := NewWithT(t)
 	pod := rolledOut(g, in, "retain", readyTimeout)
 	t.Logf("%s: install to a Ready controller in %s", in.how, time.Since(in.began).Round(time.Millisecond))
-	checkOurImage(g, pod)
+	checkOurImage(g, pod, in.ourImage())
 
 	t0 := time.Now()
 	refusedByWebhook(g, in)
@@ -83,6 +86,7 @@ func checkInstall(t *testing.T, in installation) {
 		g.Expect(j.Labels).To(HaveKeyWithValue(jobs.LabelResult, jobs.ResultSucceeded), "Job %s", j.Name)
 		g.Expect(j.Annotations).To(HaveKeyWithValue(jobs.AnnotationNode, node.Name()), "Job %s", j.Name)
 	}
+	checkHelperImage(g, js, in.ourImage())
 	onlyOnTheRealNode(g, in.namespace)
 
 	t0 = time.Now()
@@ -116,6 +120,30 @@ func checkInstall(t *testing.T, in installation) {
 	}).WithTimeout(cacheTimeout).WithPolling(poll).Should(Succeed())
 	g.Expect(imagesOf(seen.Created())).To(ConsistOf(deletedImages(in.how)), "images pulled by the Jobs created for the cache under delete, each once")
 	onlyOnTheRealNode(g, in.namespace)
+}
+
+func (in installation) ourImage() string {
+	if in.image != "" {
+		return in.image
+	}
+	return ourImage
+}
+
+// checkHelperImage holds the Jobs' helper containers (a pull Job's init container, a
+// delete Job's one container) to the controller's own image, by the name the install
+// gave it: a mirror's name reaches the Jobs too.
+func checkHelperImage(g Gomega, js []batchv1.Job, image string) {
+	g.Expect(js).NotTo(BeEmpty())
+	for _, j := range js {
+		spec := j.Spec.Template.Spec
+		helpers := spec.InitContainers
+		if len(helpers) == 0 {
+			helpers = spec.Containers
+		}
+		for _, c := range helpers {
+			g.Expect(c.Image).To(Equal(image), "Job %s, container %s", j.Name, c.Name)
+		}
+	}
 }
 
 // rolledOut waits until the controller Deployment has rolled out one pod, Ready, with the
@@ -164,23 +192,24 @@ func podState(p *corev1.Pod) string {
 }
 
 // checkOurImage holds the controller pod to the image this tree built: it runs on the real
-// node (never a kwok one), the kubelet reports the digest of the index we pushed under the
-// chart's name, and containerd holds, under that name, the config of this platform's
-// manifest in it, so the node pulled its own platform's image and no other.
-func checkOurImage(g Gomega, pod *corev1.Pod) {
+// node (never a kwok one), under the name the install gave it, the kubelet reports the
+// digest of the index we pushed under that name, and containerd holds, under that name,
+// the config of this platform's manifest in it, so the node pulled its own platform's
+// image and no other.
+func checkOurImage(g Gomega, pod *corev1.Pod, image string) {
 	g.Expect(pod.Spec.NodeName).To(Equal(node.Name()), "the controller is not on the real node")
-	g.Expect(pod.Spec.Containers[0].Image).To(Equal(ourImage))
+	g.Expect(pod.Spec.Containers[0].Image).To(Equal(image))
 	cs := pod.Status.ContainerStatuses
 	g.Expect(cs).To(HaveLen(1))
 	repo, digest, ok := strings.Cut(cs[0].ImageID, "@")
 	g.Expect(ok).To(BeTrue(), "imageID %q has no digest", cs[0].ImageID)
-	tag, err := name.NewTag(ourImage)
+	ref, err := name.ParseReference(image, name.Insecure)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(repo).To(Equal(tag.Context().Name()))
+	g.Expect(repo).To(Equal(ref.Context().Name()))
 	g.Expect(digest).To(Equal(built.index.String()), "the pod's imageID is not the index we built")
-	img, err := node.ImageStatus(context.Background(), ourImage)
+	img, err := node.ImageStatus(context.Background(), image)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(img).NotTo(BeNil(), "containerd does not hold %s", ourImage)
+	g.Expect(img).NotTo(BeNil(), "containerd does not hold %s", image)
 	g.Expect(img.Id).To(Equal(built.config.String()), "containerd holds another platform's image (manifest %s)", built.manifest)
 }
 

@@ -218,8 +218,14 @@ func helmValues(policy string) map[string]any {
 // helmConfig is what `helm --kubeconfig <sandbox> -n kube-fledged` uses.
 func helmConfig(t *testing.T) *action.Configuration {
 	t.Helper()
+	return helmConfigIn(t, helmNamespace)
+}
+
+// helmConfigIn is helmConfig for another namespace.
+func helmConfigIn(t *testing.T, ns string) *action.Configuration {
+	t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
-	kubeconfig, ns := sb.KubeconfigPath(), helmNamespace
+	kubeconfig := sb.KubeconfigPath()
 	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 	cfg := &action.Configuration{}
 	if err := cfg.Init(flags, ns, "secret", func(format string, args ...any) { t.Logf("helm: "+format, args...) }); err != nil {

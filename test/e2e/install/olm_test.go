@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -133,15 +134,28 @@ func TestOLM(t *testing.T) {
 		if _, err := images.build(ctx, "util", utilRef, "-cpb", bins.cpb); err != nil {
 			return err
 		}
-		// The checked-in bundle as `make bundle-image` builds it, and a
-		// second version that replaces it and runs the next tag.
-		b1, err := images.build(ctx, "bundle", bundle1Ref, "-dir", "bundle")
+		// The checked-in bundle, which names our image by the digest of
+		// the index TestMain built, with that reference moved to the
+		// mirror (same digest, the mirror's name), as a disconnected
+		// install sees it (airgap_test.go); and a second version that
+		// replaces it and runs the next tag.
+		pinned, err := pinnedImage()
+		if err != nil {
+			return err
+		}
+		src1 := filepath.Join(t.TempDir(), "bundle-v0.11.0")
+		if _, err := olmbundle.Derive(filepath.Join(repoDir, "bundle"), src1, olmbundle.Options{
+			Images: map[string]string{pinned: mirrorImage},
+		}); err != nil {
+			return err
+		}
+		b1, err := images.build(ctx, "bundle", bundle1Ref, "-dir", src1)
 		if err != nil {
 			return err
 		}
 		src2 := filepath.Join(t.TempDir(), "bundle-v0.11.1")
 		if _, err := olmbundle.Derive(filepath.Join(repoDir, "bundle"), src2, olmbundle.Options{
-			Version: "0.11.1", Replaces: csvV1, Images: map[string]string{ourImage: operator2Ref},
+			Version: "0.11.1", Replaces: csvV1, Images: map[string]string{pinned: operator2Ref},
 		}); err != nil {
 			return err
 		}
@@ -156,6 +170,9 @@ func TestOLM(t *testing.T) {
 		_, err = images.build(ctx, "catalog", catalog2Ref, append(catalog, "-bundle", b2)...)
 		return err
 	})
+
+	// From here until the upgrade, the node pulls our image from the mirror only.
+	since := forgetOurImage(t)
 
 	r.stage("OLM: CRDs from its module; olm and catalog operators", func() error {
 		dir, version, err := olmModuleDir(ctx)
@@ -228,7 +245,7 @@ func TestOLM(t *testing.T) {
 	})
 
 	r.stage("the operator runs on the real node with the CSV's permissions", func() error {
-		return r.checkOperator(csvV1, ourImage)
+		return r.checkOperator(csvV1, mirrorImage)
 	})
 
 	var kf *unstructured.Unstructured
@@ -249,6 +266,7 @@ func TestOLM(t *testing.T) {
 		namespace:            operatorNS,
 		deployment:           fullname + "-controller",
 		webhookConfiguration: fullname,
+		image:                mirrorImage,
 		setRetention: func(t *testing.T, policy string) {
 			patch := fmt.Sprintf(`{"spec":{"controller":{"jobRetentionPolicy":%q}}}`, policy)
 			if err := r.c.Patch(ctx, kf.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -259,6 +277,11 @@ func TestOLM(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	r.stage("air-gapped: the operator, controller and Jobs pulled the mirror, never the upstream name", func() error {
+		g := NewWithT(t)
+		noUpstreamPulls(t, g, since, mirrorImage)
+		return nil
+	})
 
 	caches := &v1alpha2.ImageCacheList{}
 	operatorDeployment := &appsv1.Deployment{}

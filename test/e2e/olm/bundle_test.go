@@ -211,9 +211,10 @@ func TestBundleMetadata(t *testing.T) {
 	if len(deps) != 1 || len(deps[0].Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("want one Deployment with one container, got %+v", deps)
 	}
+	// By digest, as mirroring needs: `make bundle` pins the image it builds.
 	c := deps[0].Spec.Template.Spec.Containers[0]
-	if want := ":v" + version; !strings.HasSuffix(c.Image, want) {
-		t.Errorf("operator image %q does not end in %q", c.Image, want)
+	if !regexp.MustCompile(`^[^:@]+(:[0-9]+)?/[^:@]+@sha256:[0-9a-f]{64}$`).MatchString(c.Image) {
+		t.Errorf("operator image %q is not a repository@sha256:<digest> reference", c.Image)
 	}
 	if got := b.csv.Metadata.Annotations["containerImage"]; got != c.Image {
 		t.Errorf("containerImage %q, want the Deployment's %q", got, c.Image)

@@ -115,3 +115,16 @@ func (n *Node) PullImage(ctx context.Context, ref string) error {
 	}
 	return nil
 }
+
+// RemoveImage removes ref, and every other name of the same image, from the runtime, as
+// `crictl rmi` does; an image the runtime does not hold is no error.
+func (n *Node) RemoveImage(ctx context.Context, ref string) error {
+	img, err := n.ImageStatus(ctx, ref)
+	if err != nil || img == nil {
+		return err
+	}
+	if _, err := n.cri.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: img.Id}}); err != nil {
+		return fmt.Errorf("realnode: CRI remove %s: %w", ref, err)
+	}
+	return nil
+}

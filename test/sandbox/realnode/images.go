@@ -125,6 +125,40 @@ type registryServer struct {
 	mu sync.Mutex
 	// failing are the manifests (by request path) answered with an error for a while.
 	failing map[string]*failure
+	// requests is every request served, in order, for tests that must show what the node
+	// asked for (and what it never did).
+	requests []RegistryRequest
+}
+
+// RegistryRequest is one request to the node's registry.
+type RegistryRequest struct {
+	Time   time.Time
+	Method string
+	Path   string // /v2/<repository>/manifests/<reference>, /v2/<repository>/blobs/<digest>, ...
+	// Name is the image name the request is for: for containerd pulling a mirrored
+	// registry's image, that registry and the repository (containerd names the registry
+	// in the ns query parameter); otherwise the registry's own host and the repository.
+	// Empty for requests outside a repository (/v2/).
+	Name string
+}
+
+// request records req, naming the image it is for.
+func (r *registryServer) request(req *http.Request) {
+	rr := RegistryRequest{Time: time.Now(), Method: req.Method, Path: req.URL.Path}
+	rest, ok := strings.CutPrefix(req.URL.Path, "/v2/")
+	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/", "/referrers/"} {
+		if repo, _, found := strings.Cut(rest, kind); ok && found {
+			host := r.host
+			if ns := req.URL.Query().Get("ns"); ns != "" {
+				host = ns
+			}
+			rr.Name = host + "/" + repo
+			break
+		}
+	}
+	r.mu.Lock()
+	r.requests = append(r.requests, rr)
+	r.mu.Unlock()
 }
 
 // failure is a manifest the registry answers with status, from its first request on, for
@@ -144,6 +178,7 @@ func startRegistry() (*registryServer, error) {
 	r := &registryServer{host: ln.Addr().String(), failing: map[string]*failure{}}
 	serve := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.request(req)
 		if status, ok := r.fails(req.URL.Path); ok {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, http.StatusText(status), status)
@@ -176,6 +211,20 @@ func (r *registryServer) fails(path string) (int, bool) {
 	}
 	f.served++
 	return f.status, true
+}
+
+// RegistryRequests is every request the node's registry served since the given time, in
+// order: what containerd pulled, and by which name.
+func (n *Node) RegistryRequests(since time.Time) []RegistryRequest {
+	n.reg.mu.Lock()
+	defer n.reg.mu.Unlock()
+	var out []RegistryRequest
+	for _, rr := range n.reg.requests {
+		if !rr.Time.Before(since) {
+			out = append(out, rr)
+		}
+	}
+	return out
 }
 
 // FailManifest makes the node's registry answer every request for the manifest of ref (a
@@ -222,6 +271,21 @@ func (r *registryServer) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = r.srv.Shutdown(ctx)
+}
+
+// PushIndex stores idx in the local registry as repoRef ("name:tag" or "name@digest", the
+// digest then idx's own) and returns its full reference: a mirror of an image, under a
+// name of the registry's own.
+func (n *Node) PushIndex(ctx context.Context, repoRef string, idx v1.ImageIndex) (string, error) {
+	ref := n.reg.host + "/" + repoRef
+	parsed, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.MultiWrite(map[name.Reference]remote.Taggable{parsed: idx}, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("realnode: push %s: %w", ref, err)
+	}
+	return ref, nil
 }
 
 // PushAs stores img in the node's registry under ref, a full name in one of the mirrored

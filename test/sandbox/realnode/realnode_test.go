@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -407,5 +408,41 @@ func TestForwarder(t *testing.T) {
 	case <-reached:
 		t.Errorf("a client outside the subnet reached the backend")
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// The registry's log names each request by the image containerd asked for: the
+// upstream registry of a mirrored pull (its ns parameter), else the registry's own host.
+// The air-gapped tests read "never pulled by the upstream name" from it.
+func TestRegistryRequestNames(t *testing.T) {
+	reg, err := startRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.close()
+	n := &Node{reg: reg}
+	since := time.Now()
+	for _, path := range []string{
+		"/v2/",
+		"/v2/kubefledged/kubefledged/manifests/v0.11.0?ns=ghcr.io",
+		"/v2/airgap/kubefledged/manifests/sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		"/v2/library/busybox/blobs/sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef?ns=docker.io",
+	} {
+		resp, err := http.Get("http://" + reg.host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	var got []string
+	for _, rr := range n.RegistryRequests(since) {
+		got = append(got, rr.Method+" "+rr.Name)
+	}
+	want := []string{"GET ", "GET ghcr.io/kubefledged/kubefledged", "GET " + reg.host + "/airgap/kubefledged", "GET docker.io/library/busybox"}
+	if !slices.Equal(got, want) {
+		t.Errorf("names %q, want %q", got, want)
+	}
+	if later := n.RegistryRequests(time.Now()); len(later) != 0 {
+		t.Errorf("requests after now: %v", later)
 	}
 }
