@@ -32,12 +32,14 @@ type pki struct {
 	ca, frontProxyCA                     *keyPair
 	serving                              *keyPair
 	admin, kcm, scheduler, kwok, frontPx *keyPair
+	kubeletClient                        *keyPair
 
 	// Paths of the PEM files on disk.
 	caCert, caKey                    string
 	frontProxyCACert                 string
 	servingCert, servingKey          string
 	frontProxyClientCert, frontPxKey string
+	kubeletClientCert, kubeletKey    string
 	saKey, saPub                     string
 }
 
@@ -80,6 +82,10 @@ func newPKI(dir string) (*pki, error) {
 		// to a kubelet identity, so it runs as an admin.
 		{&p.kwok, p.ca, "kwok-controller", []string{"system:masters"}},
 		{&p.frontPx, p.frontProxyCA, "front-proxy-client", nil},
+		// The apiserver's identity towards kubelets, for pod logs, exec and
+		// port-forward: a real node's kubelet refuses anonymous calls. An admin,
+		// as kubeadm's apiserver-kubelet-client is.
+		{&p.kubeletClient, p.ca, "kube-apiserver-kubelet-client", []string{"system:masters"}},
 	}
 	for _, c := range clients {
 		if *c.dst, err = c.ca.issue(c.cn, c.groups, false, nil, nil); err != nil {
@@ -103,6 +109,8 @@ func newPKI(dir string) (*pki, error) {
 		{&p.servingKey, "serving.key", p.serving.keyPEM},
 		{&p.frontProxyClientCert, "front-proxy-client.crt", p.frontPx.certPEM},
 		{&p.frontPxKey, "front-proxy-client.key", p.frontPx.keyPEM},
+		{&p.kubeletClientCert, "kubelet-client.crt", p.kubeletClient.certPEM},
+		{&p.kubeletKey, "kubelet-client.key", p.kubeletClient.keyPEM},
 	}
 	for _, f := range files {
 		if *f.dst, err = write(f.name, f.data); err != nil {

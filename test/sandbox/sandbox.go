@@ -468,6 +468,10 @@ func (s *Sandbox) startAPIServer(ctx context.Context) error {
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--proxy-client-cert-file=" + pk.frontProxyClientCert,
 			"--proxy-client-key-file=" + pk.frontPxKey,
+			// Pod logs and exec on the real node: its kubelet takes only
+			// callers it can authenticate (test/sandbox/realnode).
+			"--kubelet-client-certificate=" + pk.kubeletClientCert,
+			"--kubelet-client-key=" + pk.kubeletKey,
 			// The default reconciler keeps trying to publish 127.0.0.1 as the endpoint of
 			// the "kubernetes" Service, which validation refuses (loopback), every 10 s.
 			"--endpoint-reconciler-type=none",
