@@ -131,6 +131,20 @@ $(eval $(call versioned-link,operator-sdk,$(OPERATOR_SDK_VERSION)))
 .PHONY: olm-tools
 olm-tools: $(OPERATOR_SDK) $(KUSTOMIZE) ## Build operator-sdk and kustomize into bin/.
 
+# scorecard-test: the program of operator-sdk's scorecard-test image
+# (images/scorecard-test in its module), which runs the tests
+# bundle/tests/scorecard names in a pod, reading the bundle there. Nothing
+# here can pull quay.io's image, so test/e2e/install puts this binary into
+# an image of hack/image's and runs `operator-sdk scorecard` with it on the
+# real node. Same module and version as operator-sdk, which writes the
+# config; static, as the image has no C library.
+SCORECARD_TEST ?= $(LOCALBIN)/scorecard-test
+$(LOCALBIN)/scorecard-test-$(OPERATOR_SDK_VERSION):
+	mkdir -p $(LOCALBIN)
+	cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp \
+		-ldflags='-s -w' -o $@ github.com/operator-framework/operator-sdk/images/scorecard-test
+$(eval $(call versioned-link,scorecard-test,$(OPERATOR_SDK_VERSION)))
+
 # OLM itself and the catalog tools, from the wrapper module hack/tools/olm
 # (whose go.mod says why these versions). Each is built alone, when first
 # needed: opm for catalog-image, the rest for the OLM e2e and the images it
@@ -178,4 +192,4 @@ $(eval $(call versioned-link,grpc_health_probe,$(GRPC_HEALTH_PROBE_VERSION)))
 opm: $(OPM) ## Build opm (operator-registry, pinned in hack/tools/olm) into bin/.
 
 .PHONY: olm-e2e-tools
-olm-e2e-tools: $(OPM) $(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cpb $(LOCALBIN)/grpc_health_probe ## Build what the real OLM e2e runs: OLM's olm and catalog operators, opm, cpb, grpc_health_probe.
+olm-e2e-tools: $(OPM) $(LOCALBIN)/olm $(LOCALBIN)/catalog $(LOCALBIN)/cpb $(LOCALBIN)/grpc_health_probe $(SCORECARD_TEST) ## Build what the real OLM e2e and the scorecard run: OLM's olm and catalog operators, opm, cpb, grpc_health_probe, scorecard-test.

@@ -7,11 +7,12 @@
 //	go run ./hack/image catalog -out DIR -ref CATALOG_IMG -opm bin/opm -probe bin/grpc_health_probe -bundle LAYOUT...
 //	go run ./hack/image opm -out DIR -ref IMG -opm bin/opm -probe bin/grpc_health_probe
 //	go run ./hack/image util -out DIR -ref IMG -cpb bin/cpb
+//	go run ./hack/image scorecard -out DIR -ref IMG -test bin/scorecard-test
 //	go run ./hack/image push -layout DIR [-insecure] IMG
 //
 // `make image`, `make bundle-image`, `make catalog-image` and their -push
 // targets (hack/image.mk) run it; bundle.go, catalog.go and olmtools.go say
-// what the OLM images hold and why.
+// what the OLM images hold and why, scorecard.go what the scorecard's does.
 //
 // The dev machines and CI have no Docker engine and cannot pull gcr.io's
 // distroless base, so our image is put together from scratch with
@@ -56,6 +57,7 @@ func usage() {
   image catalog -out DIR -ref CATALOG_IMG -opm BIN -probe BIN -bundle LAYOUT... [-configs DIR] [-digest-file FILE]
   image opm -out DIR -ref IMG -opm BIN -probe BIN [-digest-file FILE]
   image util -out DIR -ref IMG -cpb BIN [-digest-file FILE]
+  image scorecard -out DIR -ref IMG -test BIN [-digest-file FILE]
   image push -layout DIR [-insecure] IMG
 `)
 	os.Exit(2)
@@ -81,6 +83,8 @@ func main() {
 		err = opmCommand(ctx, os.Args[2:])
 	case "util":
 		err = utilCommand(ctx, os.Args[2:])
+	case "scorecard":
+		err = scorecardCommand(ctx, os.Args[2:])
 	case "push":
 		err = pushCommand(ctx, os.Args[2:])
 	default:
