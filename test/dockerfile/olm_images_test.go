@@ -328,24 +328,35 @@ func describe(blobs []catalogBlob) []string {
 	return out
 }
 
-// The images OLM's catalog operator starts its Jobs and pods from: what
-// OLM v0.38.0 runs in them is where it expects it, and runs as 1001.
+// The images OLM's catalog operator starts its Jobs and pods from, and the
+// one operator-sdk scorecard runs its tests in: what OLM v0.38.0 and
+// operator-sdk run in them is where they expect it, and runs as 1001.
 func TestOLMToolImages(t *testing.T) {
 	opm, probe := olmTools(t)
-	cpb := filepath.Join(filepath.Dir(opm), "cpb")
-	if _, err := os.Stat(cpb); err != nil {
-		t.Skipf("%s is not built (make %s): the util image holds it", cpb, cpb)
-	}
+	bin := filepath.Dir(opm)
+	cpb, scorecardTest := filepath.Join(bin, "cpb"), filepath.Join(bin, "scorecard-test")
 	dir := t.TempDir()
 	for _, c := range []struct {
 		kind  string
 		args  []string
+		needs []string
 		files map[string]string // path in the image: the binary it must be, or "" for any
+		// entry is the entry point; none where the pod gives the command, or
+		// (scorecard's untar container) arguments only.
+		entry []string
 	}{
-		{"opm", []string{"-opm", opm, "-probe", probe}, map[string]string{"/bin/opm": opm, "/bin/grpc_health_probe": probe}},
-		{"util", []string{"-cpb", cpb}, map[string]string{"/bin/cpb": cpb, "/bin/cp": ""}},
+		{"opm", []string{"-opm", opm, "-probe", probe}, nil,
+			map[string]string{"/bin/opm": opm, "/bin/grpc_health_probe": probe}, []string{"/bin/opm"}},
+		{"util", []string{"-cpb", cpb}, []string{cpb}, map[string]string{"/bin/cpb": cpb, "/bin/cp": ""}, nil},
+		{"scorecard", []string{"-test", scorecardTest}, []string{scorecardTest},
+			map[string]string{"/usr/local/bin/scorecard-test": scorecardTest, "/bin/tar": ""}, nil},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
+			for _, n := range c.needs {
+				if _, err := os.Stat(n); err != nil {
+					t.Skipf("%s is not built (make olm-e2e-tools): the %s image holds it", n, c.kind)
+				}
+			}
 			out := filepath.Join(dir, c.kind)
 			digest := runImageTool(t, append([]string{c.kind, "-out", out, "-ref", "registry.example/olm/" + c.kind + ":test-tag"}, c.args...)...)
 			idx := (&built{layout: out, digest: digest}).index(t)
@@ -353,8 +364,12 @@ func TestOLMToolImages(t *testing.T) {
 			if img == nil {
 				t.Fatalf("no linux/%s image: the tools in bin/ are for this host", runtime.GOARCH)
 			}
-			if u := configFile(t, img).Config.User; u != "1001" {
+			cf := configFile(t, img)
+			if u := cf.Config.User; u != "1001" {
 				t.Errorf("user %q, want 1001 as upstream's", u)
+			}
+			if !slices.Equal(cf.Config.Entrypoint, c.entry) {
+				t.Errorf("entry point %q, want %q", cf.Config.Entrypoint, c.entry)
 			}
 			files := imageFiles(t, img)
 			for p, bin := range c.files {
