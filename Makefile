@@ -264,6 +264,10 @@ check-tool-version = want=$$(awk -v m='$(3)' '/^[ \t]*\/\// {next} {for (i = 1; 
 tool-versions-verify: ## Fail when a tool's version variable differs from what its hack/tools module's go.mod pins.
 	@$(foreach t,$(TOOL_MODULES),$(call check-tool-version,$(word 1,$(subst :, ,$(t))),$(word 2,$(subst :, ,$(t))),$(word 3,$(subst :, ,$(t)))))
 	@echo "the tools' version variables match hack/tools/*/go.mod"
+	@claim=$$(sed -n 's/^kubeVersion: *">=\(1\.[0-9]*\)\.0-0"$$/\1/p' helm-charts/kubefledged/Chart.yaml); \
+	[ "$$claim" = "$(word 1,$(subst ., ,$(KUBE_OLDEST_VERSION:v%=%))).$(word 2,$(subst ., ,$(KUBE_OLDEST_VERSION)))" ] || \
+		{ echo "the chart claims Kubernetes $$claim and later, but KUBE_OLDEST_VERSION, the oldest make test runs on, is $(KUBE_OLDEST_VERSION): change them together"; exit 1; }
+	@echo "the oldest Kubernetes claimed is the oldest tested, $(KUBE_OLDEST_VERSION)"
 
 KUBE_CMDS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 KUBE_BINS := $(addprefix $(LOCALBIN)/,$(KUBE_CMDS))
