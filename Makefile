@@ -32,14 +32,20 @@ GENERATED = api/v1alpha2/zz_generated.deepcopy.go config/crd/bases helm-charts/k
 # wrapper module in hack/tools build what its go.mod pins: the variable names
 # the file, and `make verify` fails when the two disagree (TOOL_MODULES).
 KUBE_VERSION ?= v1.35.4
+# The oldest Kubernetes the chart and the CSV claim (docs/install.md,
+# "Kubernetes versions"): `make test` runs the ImageCache suite on its
+# control plane too, built from hack/tools/kube-oldest.
+KUBE_OLDEST_VERSION ?= v1.27.16
 ETCD_VERSION ?= v3.6.16
-KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KWOK_VERSION ?= v0.8.0
 CONTROLLER_GEN_VERSION ?= v0.20.1
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.21.4
-KUBE_VERSION_LDFLAGS = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean)
+# kube-version-ldflags VERSION: what Kubernetes' own build stamps into its
+# binaries, so that /version and the version checks see VERSION.
+kube-version-ldflags = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(1) -X $(p).gitMajor=1 -X $(p).gitMinor=$(word 2,$(subst ., ,$(1))) -X $(p).gitTreeState=clean)
+KUBE_VERSION_LDFLAGS = $(call kube-version-ldflags,$(KUBE_VERSION))
 
 ##@ General
 
@@ -113,6 +119,8 @@ test: tools realnode-tools olm-e2e-tools lint verify ## Build everything; run un
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
 	# ./... ran the ImageCache suite with node pull Jobs, the default; once more with a Job per (image, node).
 	E2E_PULL_JOB_GRANULARITY=image go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee -a $(CURDIR)/bin/test.log
+	# And once more, node pull Jobs again, on the oldest Kubernetes the chart and the CSV claim.
+	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee -a $(CURDIR)/bin/test.log
 	$(MAKE) bundle-validate fuzz run-smoke test-monitoring
 
 # The chart's alerts and dashboard, tested with Prometheus's own libraries in
@@ -245,7 +253,7 @@ endef
 # TOOL_MODULES: VARIABLE:DIR:MODULE for each tool built from the wrapper
 # module hack/tools/DIR, whose go.mod pins MODULE at what VARIABLE must say
 # (hack/olm.mk adds its own).
-TOOL_MODULES = KUBE_VERSION:kube:k8s.io/kubernetes ETCD_VERSION:etcd:go.etcd.io/etcd/server/v3
+TOOL_MODULES = KUBE_VERSION:kube:k8s.io/kubernetes KUBE_OLDEST_VERSION:kube-oldest:k8s.io/kubernetes ETCD_VERSION:etcd:go.etcd.io/etcd/server/v3
 
 # check-tool-version VARIABLE, DIR, MODULE: a shell command that fails when
 # hack/tools/DIR/go.mod pins MODULE at another version than VARIABLE.
@@ -256,21 +264,36 @@ check-tool-version = want=$$(awk -v m='$(3)' '/^[ \t]*\/\// {next} {for (i = 1; 
 tool-versions-verify: ## Fail when a tool's version variable differs from what its hack/tools module's go.mod pins.
 	@$(foreach t,$(TOOL_MODULES),$(call check-tool-version,$(word 1,$(subst :, ,$(t))),$(word 2,$(subst :, ,$(t))),$(word 3,$(subst :, ,$(t)))))
 	@echo "the tools' version variables match hack/tools/*/go.mod"
+	@claim=$$(sed -n 's/^kubeVersion: *">=\(1\.[0-9]*\)\.0-0"$$/\1/p' helm-charts/kubefledged/Chart.yaml); \
+	[ "$$claim" = "$(word 1,$(subst ., ,$(KUBE_OLDEST_VERSION:v%=%))).$(word 2,$(subst ., ,$(KUBE_OLDEST_VERSION)))" ] || \
+		{ echo "the chart claims Kubernetes $$claim and later, but KUBE_OLDEST_VERSION, the oldest make test runs on, is $(KUBE_OLDEST_VERSION): change them together"; exit 1; }
+	@echo "the oldest Kubernetes claimed is the oldest tested, $(KUBE_OLDEST_VERSION)"
 
 KUBE_CMDS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 KUBE_BINS := $(addprefix $(LOCALBIN)/,$(KUBE_CMDS))
+# The oldest version's control plane: no link, the sandbox picks these files
+# by name when E2E_KUBE_VERSION is KUBE_OLDEST_VERSION (test/sandbox).
+KUBE_OLDEST_CMDS := kube-apiserver kube-controller-manager kube-scheduler
+KUBE_OLDEST_BINS := $(foreach c,$(KUBE_OLDEST_CMDS),$(LOCALBIN)/$(c)-$(KUBE_OLDEST_VERSION))
 
 .PHONY: tools
-tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
+tools: $(KUBE_BINS) $(KUBE_OLDEST_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
 
-# One build for the four, which share most of their packages.
-$(foreach c,$(KUBE_CMDS),$(LOCALBIN)/$(c)-$(KUBE_VERSION)) &:
-	rm -rf $(LOCALBIN)/.build-kube && mkdir -p $(LOCALBIN)/.build-kube
-	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $(LOCALBIN)/.build-kube/ \
-		$(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS))
-	for c in $(KUBE_CMDS); do mv $(LOCALBIN)/.build-kube/$$c $(LOCALBIN)/$$c-$(KUBE_VERSION); done
-	rm -rf $(LOCALBIN)/.build-kube
+# kube-tools DIR, VERSION, CMDS: bin/CMD-VERSION for each of CMDS, in one
+# build from the wrapper module hack/tools/DIR (they share most of their
+# packages), through a directory of its own so that a failed build leaves
+# no file behind that would pass for a built one.
+define kube-tools
+$(foreach c,$(3),$(LOCALBIN)/$(c)-$(2)) &:
+	rm -rf $(LOCALBIN)/.build-$(1) && mkdir -p $(LOCALBIN)/.build-$(1)
+	cd hack/tools/$(1) && go build -trimpath -ldflags='-s -w $(call kube-version-ldflags,$(2))' -o $(LOCALBIN)/.build-$(1)/ \
+		$(addprefix k8s.io/kubernetes/cmd/,$(3))
+	for c in $(3); do mv $(LOCALBIN)/.build-$(1)/$$$$c $(LOCALBIN)/$$$$c-$(2); done
+	rm -rf $(LOCALBIN)/.build-$(1)
+endef
+$(eval $(call kube-tools,kube,$(KUBE_VERSION),$(KUBE_CMDS)))
 $(foreach c,$(KUBE_CMDS),$(eval $(call versioned-link,$(c),$(KUBE_VERSION))))
+$(eval $(call kube-tools,kube-oldest,$(KUBE_OLDEST_VERSION),$(KUBE_OLDEST_CMDS)))
 
 $(LOCALBIN)/etcd-$(ETCD_VERSION):
 	mkdir -p $(LOCALBIN)

@@ -91,6 +91,11 @@ type Options struct {
 	// Empty means $KUBEFLEDGED_BIN_DIR, else <repo root>/bin, the repo root being the first
 	// dir above the cwd with both go.mod and bin/ (tests run in their package dir).
 	BinDir string
+	// KubeVersion picks the control plane: kube-apiserver, kube-controller-manager and
+	// kube-scheduler are BinDir's NAME-KubeVersion instead of NAME (the Makefile builds
+	// both, KUBE_OLDEST_VERSION for the oldest Kubernetes we claim). Empty means
+	// $E2E_KUBE_VERSION, else NAME, the version the tools are built at.
+	KubeVersion string
 	// Nodes is how many fake nodes (sandbox-node-0..N-1) exist, Ready, when Start returns.
 	Nodes int
 	// PullDelay is how long a pod on a fake node stays Pending, as if pulling its images,
@@ -144,9 +149,11 @@ func resolveProfile(p Profile) (Profile, error) {
 
 // Sandbox is a running control plane. Its methods are safe for concurrent use.
 type Sandbox struct {
-	dir        string
-	removeDir  bool
-	binDir     string
+	dir       string
+	removeDir bool
+	// bins maps a process name to its binary: the versioned control plane's file
+	// (Options.KubeVersion) or BinDir's NAME.
+	bins       map[string]string
 	pki        *pki
 	logDir     string
 	kubeconfig string
@@ -188,7 +195,7 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 			_ = s.Stop()
 		}
 	}()
-	if s.binDir, err = resolveBinDir(o.BinDir); err != nil {
+	if s.bins, err = resolveBins(o.BinDir, o.KubeVersion); err != nil {
 		return nil, err
 	}
 	if s.profile, err = resolveProfile(o.Profile); err != nil {
@@ -265,22 +272,40 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 	return s, nil
 }
 
-// resolveBinDir implements Options.BinDir's defaulting.
-func resolveBinDir(dir string) (string, error) {
+// kubeVersioned are the processes Options.KubeVersion picks; etcd and kwok serve every
+// version.
+var kubeVersioned = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// resolveBins implements Options.BinDir's and Options.KubeVersion's defaulting: the bin
+// dir and each process's binary, all of which must be there.
+func resolveBins(dir, version string) (map[string]string, error) {
 	dir, err := repo.BinDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("sandbox: no bin dir: %w", err)
+		return nil, fmt.Errorf("sandbox: no bin dir: %w", err)
 	}
+	if version == "" {
+		version = os.Getenv("E2E_KUBE_VERSION")
+	}
+	bins := map[string]string{}
 	var missing []string
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
-		if !isFile(filepath.Join(dir, b)) {
-			missing = append(missing, b)
+		file := b
+		if version != "" && slices.Contains(kubeVersioned, b) {
+			file = b + "-" + version
+		}
+		bins[b] = filepath.Join(dir, file)
+		if !isFile(bins[b]) {
+			missing = append(missing, file)
 		}
 	}
 	if len(missing) > 0 {
-		return "", fmt.Errorf("sandbox: %s missing from %s (build the tools into bin/ first)", strings.Join(missing, ", "), dir)
+		hint := "build the tools into bin/ first"
+		if version != "" {
+			hint = "E2E_KUBE_VERSION/KubeVersion " + version + ": `make tools` builds KUBE_OLDEST_VERSION's"
+		}
+		return nil, fmt.Errorf("sandbox: %s missing from %s (%s)", strings.Join(missing, ", "), dir, hint)
 	}
-	return dir, nil
+	return bins, nil
 }
 
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
@@ -336,7 +361,7 @@ func (s *Sandbox) Stop() error {
 }
 
 func (s *Sandbox) start(name string, args []string, env ...string) (*process, error) {
-	p, err := startProcess(s.logDir, name, filepath.Join(s.binDir, name), args, env)
+	p, err := startProcess(s.logDir, name, s.bins[name], args, env)
 	if err != nil {
 		return nil, err
 	}

@@ -551,13 +551,14 @@ func TestStartupFigure(t *testing.T) {
 func TestStartFailureReportsLogAndCleansUp(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
-	real, err := resolveBinDir("")
+	// The files of the control plane this run uses (E2E_KUBE_VERSION), by the same names.
+	real, err := resolveBins("", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	bin := t.TempDir()
 	for _, b := range []string{"etcd", "kube-controller-manager", "kube-scheduler", "kwok"} {
-		g.Expect(os.Symlink(filepath.Join(real, b), filepath.Join(bin, b))).To(Succeed())
+		g.Expect(os.Symlink(real[b], filepath.Join(bin, filepath.Base(real[b])))).To(Succeed())
 	}
-	g.Expect(os.WriteFile(filepath.Join(bin, "kube-apiserver"), []byte("#!/bin/sh\necho 'boom: simulated apiserver failure' >&2\nexit 3\n"), 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(bin, filepath.Base(real["kube-apiserver"])), []byte("#!/bin/sh\necho 'boom: simulated apiserver failure' >&2\nexit 3\n"), 0o755)).To(Succeed())
 	dir := t.TempDir()
 
 	_, err = Start(t.Context(), Options{Dir: dir, BinDir: bin})
@@ -569,6 +570,28 @@ func TestStartFailureReportsLogAndCleansUp(t *testing.T) {
 		data, _ := os.ReadFile(p)
 		g.Expect(string(data)).NotTo(ContainSubstring(dir), p)
 	}
+}
+
+// A KubeVersion names the control plane's files, not etcd's or kwok's, and a missing one
+// is an error that names it before anything starts.
+func TestResolveBinsKubeVersion(t *testing.T) {
+	g := NewWithT(t)
+	bin := t.TempDir()
+	for _, f := range []string{"etcd", "kwok", "kube-apiserver-v1.2.3", "kube-controller-manager-v1.2.3", "kube-scheduler-v1.2.3"} {
+		g.Expect(os.WriteFile(filepath.Join(bin, f), nil, 0o755)).To(Succeed())
+	}
+	bins, err := resolveBins(bin, "v1.2.3")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bins).To(Equal(map[string]string{
+		"etcd":                    filepath.Join(bin, "etcd"),
+		"kwok":                    filepath.Join(bin, "kwok"),
+		"kube-apiserver":          filepath.Join(bin, "kube-apiserver-v1.2.3"),
+		"kube-controller-manager": filepath.Join(bin, "kube-controller-manager-v1.2.3"),
+		"kube-scheduler":          filepath.Join(bin, "kube-scheduler-v1.2.3"),
+	}))
+	_, err = resolveBins(bin, "v9.9.9")
+	g.Expect(err).To(MatchError(And(ContainSubstring("kube-apiserver-v9.9.9, kube-controller-manager-v9.9.9, kube-scheduler-v9.9.9 missing"),
+		ContainSubstring("E2E_KUBE_VERSION"))))
 }
 
 func TestRunFailPrefix(t *testing.T) {
