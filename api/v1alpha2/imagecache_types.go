@@ -64,13 +64,14 @@ type FromPods struct {
 
 // ImageCacheSpec is the desired set of cached images.
 //
-// The rule below bounds what the schema's item limits cannot: 64 lists of 256
-// images of 512 characters would be 8 MiB, and the object (which keeps a copy
-// of the spec in its status) must fit etcd's 1.5 MiB. The image references are
-// almost all of a spec's size, so the apiserver refuses an oversized spec with
-// no webhook at all; the controller declines what is still too large (huge
-// selectors), see MaxSpecBytes.
-// +kubebuilder:validation:XValidation:rule="self.cacheSpec.map(l, has(l.images) ? l.images.map(i, size(i) + 3).sum() : 0).sum() <= 245760",message="the image references of all lists take over 240 KiB: the object must fit in etcd with its status; split the images over several ImageCaches"
+// Nothing in the schema bounds the spec's total size (64 lists of 256 images
+// of 512 characters would be 8 MiB, and the object, which keeps a copy of the
+// spec in its status, must fit etcd's 1.5 MiB): a CEL rule summing the lists'
+// references is refused as too costly by the API server of Kubernetes 1.27,
+// the oldest we claim, whose cost estimate cannot bound a list that a macro
+// builds, and with it the whole CRD. The webhook refuses
+// a spec over MaxSpecBytes at admission, and without it the controller
+// declines one with SpecTooLarge.
 type ImageCacheSpec struct {
 	// CacheSpec lists the images and the nodes to cache them on. The number
 	// of lists is fixed at creation: an update is matched to what was cached
@@ -309,7 +310,7 @@ type PodImage struct {
 
 // MaxPodImages bounds the pod images one cache follows. Each is a status
 // entry of about 150 bytes, and the object must fit in etcd's 1.5 MiB beside
-// the named images (up to 240 KiB) and processedSpec's copy of them; 256
+// the named images (a spec of up to 256 KiB) and processedSpec's copy of them; 256
 // entries are about 40 KiB. A cluster running more distinct images is
 // followed by several caches, each selecting part of it.
 const MaxPodImages = 256
