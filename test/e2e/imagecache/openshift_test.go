@@ -55,8 +55,7 @@ func TestOpenShiftCreateAndRefresh(t *testing.T) {
 	// same way.
 	framework.WaitNodesReport(g, k8s, allNodes(), "docker.io/library/nginx:1.21", "docker.io/library/redis:7")
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
-	t1 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
-	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t1, opTimeout)
+	c = refreshAfterLoss(g, key)
 	g.Expect(c.Status.Failures).To(BeEmpty())
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	rec.Await(g, ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "redis:7", "sandbox-node-1")[0]))

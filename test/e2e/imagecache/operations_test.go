@@ -114,8 +114,7 @@ func TestOperations(t *testing.T) {
 	// A node that lost the images (garbage-collected by its kubelet) gets
 	// them again; the others are left alone.
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
-	t3 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
-	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t3, opTimeout)
+	c = refreshAfterLoss(g, key)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	rec.Await(g, ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")[0], each("pull", "postgres:16", "sandbox-node-1")[0]))
 
@@ -326,4 +325,20 @@ func TestJobsDeletedMidOperation(t *testing.T) {
 		g.Expect(f.Reason).To(Equal("JobDeleted"))
 	}
 	g.Expect(c.Status.CompletionTime.Sub(c.Status.StartTime.Time)).To(BeNumerically("<=", deadline+10*time.Second))
+}
+
+// refreshAfterLoss asks for a refresh of key until one pulls what a node lost, and returns
+// its final status. A refresh plans from the controller's cache of nodes, which a node's
+// status update reaches after the API server has answered SetNodeImages, seconds later on
+// a loaded machine (and a kubelet's report is later still): a refresh that started before
+// finds every image present and rightly pulls nothing. The wait is on the event, a refresh
+// that saw the loss, with the operations' deadline.
+func refreshAfterLoss(g Gomega, key client.ObjectKey) *v1alpha2.ImageCache {
+	var c *v1alpha2.ImageCache
+	g.Eventually(func(g Gomega) {
+		t := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
+		c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t, opTimeout)
+		g.Expect(c.Status.Counts.Succeeded+c.Status.Counts.Failed).NotTo(BeZero(), "the refresh found every image present")
+	}).WithTimeout(opTimeout).Should(Succeed())
+	return c
 }

@@ -58,8 +58,7 @@ func TestRestrictedNamespace(t *testing.T) {
 
 	// A node that lost the image gets it again.
 	g.Expect(sandbox.Get().SetNodeImages(context.Background(), "sandbox-node-1", nil)).To(Succeed())
-	t2 := framework.Annotate(g, k8s, key, v1alpha2.RefreshAnnotation)
-	succeeded(framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheRefresh, t2, opTimeout))
+	succeeded(refreshAfterLoss(g, key))
 	rec.Await(g, ConsistOf(each("pull", "nginx:1.21", "sandbox-node-1")))
 
 	t3 := framework.Annotate(g, k8s, key, v1alpha2.PurgeAnnotation)

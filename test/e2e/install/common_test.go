@@ -167,8 +167,40 @@ func rolledOut(g Gomega, in installation, policy string, timeout time.Duration) 
 		g.Expect(p.Spec.Containers[0].Args).To(ContainElement("--job-retention-policy=" + policy))
 		g.Expect(podutils.IsPodReady(&p)).To(BeTrue(), "pod %s not Ready: %s", p.Name, podState(&p))
 		pod = &p
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed(), func() string { return rollout(in.namespace) })
 	return pod
+}
+
+// rollout says, for a rollout that did not end, what the namespace's ReplicaSets and
+// pods are and the Warning Events there: why a ReplicaSet had no pod is only in them.
+func rollout(ns string) string {
+	ctx := context.Background()
+	var out []string
+	rss := &appsv1.ReplicaSetList{}
+	if err := k8s.List(ctx, rss, client.InNamespace(ns)); err == nil {
+		for _, rs := range rss.Items {
+			line := fmt.Sprintf("ReplicaSet %s: %d/%d ready", rs.Name, rs.Status.ReadyReplicas, rs.Status.Replicas)
+			for _, c := range rs.Status.Conditions {
+				line += fmt.Sprintf("; %s %s: %s", c.Type, c.Reason, c.Message)
+			}
+			out = append(out, line)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(ns)); err == nil {
+		for i := range pods.Items {
+			out = append(out, "pod "+pods.Items[i].Name+": "+podState(&pods.Items[i]))
+		}
+	}
+	events := &corev1.EventList{}
+	if err := k8s.List(ctx, events, client.InNamespace(ns)); err == nil {
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning {
+				out = append(out, fmt.Sprintf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // podState says where a pod is stuck, for a failed wait.
