@@ -57,12 +57,11 @@ func pushMirror(ctx context.Context, idx v1.ImageIndex) error {
 	return err
 }
 
-// pinnedImage is the image the checked-in CSV names, which `make bundle` pinned to the
-// digest of this tree's image: the index TestMain built must be that very image.
-func pinnedImage() (string, error) {
+// csvAnnotations are the checked-in CSV's annotations.
+func csvAnnotations() (map[string]string, error) {
 	raw, err := os.ReadFile(filepath.Join(repoDir, "bundle", "manifests", "kube-fledged.clusterserviceversion.yaml"))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var csv struct {
 		Metadata struct {
@@ -70,9 +69,19 @@ func pinnedImage() (string, error) {
 		} `json:"metadata"`
 	}
 	if err := yaml.Unmarshal(raw, &csv); err != nil {
+		return nil, err
+	}
+	return csv.Metadata.Annotations, nil
+}
+
+// pinnedImage is the image the checked-in CSV names, which `make bundle` pinned to the
+// digest of this tree's image: the index TestMain built must be that very image.
+func pinnedImage() (string, error) {
+	annotations, err := csvAnnotations()
+	if err != nil {
 		return "", err
 	}
-	pinned := csv.Metadata.Annotations["containerImage"]
+	pinned := annotations["containerImage"]
 	ref, err := name.NewDigest(pinned)
 	if err != nil {
 		return "", fmt.Errorf("the CSV's containerImage %q is not a digest reference: %w", pinned, err)

@@ -183,11 +183,17 @@ func TestOLM(t *testing.T) {
 		if err := installOLMCRDs(ctx, sb.Config(), dir); err != nil {
 			return err
 		}
+		// The operator's namespace as OperatorHub's console creates it
+		// when the user takes the suggested one: from the CSV's template,
+		// which labels it privileged for the delete Jobs (the controller
+		// stops at start in a namespace that would refuse them).
+		suggested, err := suggestedNamespace()
+		if err != nil {
+			return err
+		}
 		for _, ns := range []*corev1.Namespace{
 			{ObjectMeta: metav1.ObjectMeta{Name: catalogNS}},
-			// OperatorHub installs into namespaces that enforce the
-			// restricted profile: our pods must pass it.
-			{ObjectMeta: metav1.ObjectMeta{Name: operatorNS, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}},
+			suggested,
 		} {
 			if err := r.c.Create(ctx, ns); err != nil {
 				return err
@@ -732,4 +738,21 @@ func (r *olmRun) diagnose() string {
 		fmt.Fprintf(&b, "--- proxied dials: %q\n", r.proxy.dialed())
 	}
 	return b.String()
+}
+
+// suggestedNamespace is the CSV's operatorframework.io/suggested-namespace-template, which
+// must name operatorNS.
+func suggestedNamespace() (*corev1.Namespace, error) {
+	annotations, err := csvAnnotations()
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{}
+	if err := json.Unmarshal([]byte(annotations["operatorframework.io/suggested-namespace-template"]), ns); err != nil {
+		return nil, fmt.Errorf("the CSV's suggested-namespace-template: %w", err)
+	}
+	if ns.Name != operatorNS {
+		return nil, fmt.Errorf("the CSV suggests namespace %q, the test installs into %q", ns.Name, operatorNS)
+	}
+	return ns, nil
 }
