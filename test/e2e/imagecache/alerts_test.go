@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
@@ -83,6 +84,13 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 
 	rec := startRecorder(t, addr, ns)
 	rec.event("started")
+	// The failing cache's pull that never ends must have a pod of its own:
+	// kwok renders one kind of trouble per pod, and in one node Job with the
+	// image that cannot be pulled it would be settled with that one, at once.
+	// Nodes declared to pull a pod's images all at once have each pull
+	// counted, so the default per-node cap of 2 splits the cache's three
+	// images into a Job of two and one of the hanging image.
+	labelNodes(t, g, pacing.LabelParallelPulls, "3")
 	stop := runController(t, func(o *commands.ControllerOptions) {
 		o.MetricsAddr, o.SecureMetrics = addr, false // framework.Scrape reads plain HTTP
 		o.LeaderElect = true
@@ -118,8 +126,9 @@ func TestAlertsOnScrapedSeries(t *testing.T) {
 
 	rec.event("failing-created")
 	t0 = framework.Tick()
-	// The pull that never ends keeps the operation to its deadline: a node
-	// pull Job settles the image that cannot be pulled at once.
+	// The pull that never ends, in a Job of its own (see labelNodes above),
+	// keeps the operation to its deadline; a node pull Job settles the image
+	// that cannot be pulled at once.
 	g.Expect(k8s.Create(ctx, newCache(ns, "failing", list("nginx:1.27", sandbox.FailPrefix+"alerts:1", sandbox.HangPrefix+"alerts:1")))).To(Succeed())
 	key := client.ObjectKey{Namespace: ns, Name: "failing"}
 	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
