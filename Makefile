@@ -169,8 +169,8 @@ run-smoke: build ## `make run` on a fresh sandbox, until the samples settle; che
 	rm -rf $(RUN_SMOKE_DIR) && mkdir -p $(RUN_SMOKE_DIR)
 	RUN_UNTIL_SETTLED=1 SANDBOX_DIR=$(RUN_SMOKE_DIR)/sandbox SANDBOX_REAL_NODE= KUBECONFIG= hack/run.sh 2>&1 | tee $(RUN_SMOKE_DIR)/run-smoke.log
 	grep -Eq '^kubefledged +True +InstallSuccessful' $(RUN_SMOKE_DIR)/run-smoke.log
-	grep -Eq '^imagecache1 +Succeeded' $(RUN_SMOKE_DIR)/run-smoke.log
-	grep -Eq '^imagecache-failing +Failed' $(RUN_SMOKE_DIR)/run-smoke.log
+	grep -Eq '^imagecache1 +True +Succeeded' $(RUN_SMOKE_DIR)/run-smoke.log
+	grep -Eq '^imagecache-failing +False +Failed' $(RUN_SMOKE_DIR)/run-smoke.log
 	grep -Eq 'ErrImagePull|ImagePullBackOff' $(RUN_SMOKE_DIR)/run-smoke.log
 
 # The control planes `make bench` measures, one full run each: stock (the figures; what
