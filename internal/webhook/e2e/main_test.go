@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,10 +224,18 @@ func (e *env) configuration(name, scenario string, bundle []byte, replicas ...*r
 
 // waitServing waits until the apiserver admits through every replica: a
 // dry-run create of a good ImageCache passes only once each webhook answers
-// over TLS that its bundle trusts.
+// over TLS that its bundle trusts. A good create also passes before the
+// apiserver has seen the configuration at all, so the wait first needs a bad
+// one refused by a webhook: the configuration is then in force.
 func (e *env) waitServing(t *testing.T, ns string) {
 	g := NewWithT(t)
 	g.Eventually(func() error {
+		bad := goodCache(ns, "probe-bad")
+		bad.Spec.CacheSpec[0].Images = []string{"nginx", "nginx:latest"}
+		err := e.c.Create(context.Background(), bad, client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), `admission webhook "`) || !apierrors.IsInvalid(err) {
+			return fmt.Errorf("the webhooks do not refuse a bad ImageCache yet: %v", err)
+		}
 		return e.c.Create(context.Background(), goodCache(ns, "probe"), client.DryRunAll)
 	}).WithTimeout(framework.ClusterTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
