@@ -31,10 +31,15 @@ const (
 	failing             // one image never pulls: Failed, that image on every node
 	purged              // purge asked once it finished: Succeeded, ImageCachePurge
 	roles
+	// busy is refreshed whenever every cache has finished, so that each
+	// restart finds an operation to cut short: without it, a run whose
+	// operations all finish early (a fast machine) spends its remaining
+	// restarts on an idle controller and proves nothing more.
+	busy = roles
 )
 
 func (r role) String() string {
-	return [...]string{"plain", "updated", "refresh", "failing", "purged"}[r]
+	return [...]string{"plain", "updated", "refresh", "failing", "purged", "busy"}[r]
 }
 
 type killCache struct {
@@ -92,6 +97,10 @@ func TestControllerKilled(t *testing.T) {
 		g.Expect(e.Client.Create(ctx, NewCache(ns, c.key.Name, c.images))).To(Succeed())
 		caches = append(caches, c)
 	}
+	spare := &killCache{key: client.ObjectKey{Namespace: ns, Name: "busy"}, role: busy, applied: true,
+		images: []string{"example.test/kill/busy-0:v1", "example.test/kill/busy-1:v1", "example.test/kill/busy-2:v1"}}
+	g.Expect(e.Client.Create(ctx, NewCache(ns, spare.key.Name, spare.images))).To(Succeed())
+	caches = append(caches, spare)
 
 	dead := map[string]bool{} // operations of processes already killed
 	points := map[string]int{}
@@ -109,6 +118,9 @@ func TestControllerKilled(t *testing.T) {
 		}
 		point := order[0]
 		order = order[1:]
+		if idle(t, e, caches) {
+			keepBusy(t, e, spare)
+		}
 		p := e.StartController(t, fmt.Sprintf("controller-kill-%02d", k), nil)
 		events, unsubscribe := jobLog.Subscribe()
 		checked := make(chan error, 1)
@@ -199,6 +211,46 @@ func runningOps(p *Process) int {
 		}
 	}
 	return len(open)
+}
+
+// idle reports whether every cache has finished, so that a controller
+// started now would have no operation to be killed in.
+func idle(t *testing.T, e *Env, caches []*killCache) bool {
+	t.Helper()
+	for _, c := range caches {
+		ic := &v1alpha2.ImageCache{}
+		if err := e.Client.Get(context.Background(), c.key, ic); err != nil {
+			t.Fatal(err)
+		}
+		if !Final(ic.Status.Status) || ic.Generation != ic.Status.ObservedGeneration ||
+			hasKey(ic.Annotations, v1alpha2.RefreshAnnotation) ||
+			hasKey(ic.Annotations, v1alpha2.PurgeAnnotation) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// keepBusy asks for a refresh of the busy cache; a write that meets the
+// controller's own is simply left for the next restart.
+func keepBusy(t *testing.T, e *Env, c *killCache) {
+	t.Helper()
+	ic := &v1alpha2.ImageCache{}
+	if err := e.Client.Get(context.Background(), c.key, ic); err != nil {
+		t.Fatal(err)
+	}
+	if ic.Annotations == nil {
+		ic.Annotations = map[string]string{}
+	}
+	ic.Annotations[v1alpha2.RefreshAnnotation] = ""
+	if err := e.Client.Update(context.Background(), ic); err != nil {
+		t.Logf("asking %s for a refresh: %v", c.key, err)
+	}
 }
 
 // waitKillPoint waits for the chosen moment of a process's life. It reports
@@ -395,6 +447,8 @@ func expectEnd(t *testing.T, e *Env, c *killCache) {
 		g.Expect(st.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheCreate), what)
 	case updated:
 		g.Expect(st.Reason).To(BeElementOf(v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheReasonImageCacheUpdate), what)
+	case busy:
+		g.Expect(st.Reason).To(BeElementOf(v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheReasonImageCacheRefresh), what)
 	}
 	g.Expect(st.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), what)
 	g.Expect(st.Failures).To(BeEmpty(), what)
