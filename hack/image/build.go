@@ -126,10 +126,15 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 		"org.opencontainers.image.created":     epoch.Format(time.RFC3339),
 	}
 
+	revision, err := sourceRevision(ctx, ".", src.files)
+	if err != nil {
+		return "", err
+	}
+	ldflags := "-s -w -X " + versionVar + "=" + o.version + " -X " + revisionVar + "=" + revision
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.platforms {
 		bin := filepath.Join(work, strings.ReplaceAll(p.String(), "/", "-"), "kubefledged")
-		if err := goBuild(ctx, p, ".", "-s -w -X "+versionVar+"="+o.version, bin); err != nil {
+		if err := goBuild(ctx, p, ".", ldflags, bin); err != nil {
 			return "", err
 		}
 		binLayer, err := layer(bin+".tar", epoch, entry{name: binaryPath, mode: 0o755, src: bin})
@@ -160,8 +165,8 @@ func build(ctx context.Context, o buildOptions) (string, error) {
 	if err := writeLayout(work, o.out, index, o.ref); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(os.Stderr, "image: %s (%s) in %s, from revision %q, time %s\n",
-		digest, platformList(o.platforms), o.out, src.revision, epoch.Format(time.RFC3339))
+	fmt.Fprintf(os.Stderr, "image: %s (%s) in %s, sources %s, from revision %q, time %s\n",
+		digest, platformList(o.platforms), o.out, revision, src.revision, epoch.Format(time.RFC3339))
 	return digest.String(), nil
 }
 

@@ -210,3 +210,61 @@ func TestLayoutIndex(t *testing.T) {
 		}
 	}
 }
+
+// The revision follows the binary's sources and nothing else: not its
+// tests, nor files it does not link.
+func TestLinkedFiles(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	files, err := linkedFiles(t.Context(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"main.go", filepath.Join("internal", "commands", "main.go"), filepath.Join("api", "v1alpha2", "imagecache_types.go")} {
+		if !slices.Contains(files, want) {
+			t.Errorf("the binary's sources lack %s", want)
+		}
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "test"+string(filepath.Separator)) || strings.HasPrefix(f, "hack"+string(filepath.Separator)) {
+			t.Errorf("%s counted among the binary's sources", f)
+		}
+	}
+}
+
+func TestDigestFiles(t *testing.T) {
+	t.Chdir(t.TempDir())
+	write := func(name, data string) {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	digest := func(files ...string) string {
+		d, err := digestFiles(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	write("a", "ab")
+	write("b", "c")
+	first := digest("a", "b")
+	if again := digest("b", "a", "a"); again != first {
+		t.Errorf("order or repetition changed the revision: %s, then %s", first, again)
+	}
+	write("a", "a")
+	write("b", "bc")
+	if moved := digest("a", "b"); moved == first {
+		t.Errorf("content moved from one file to the next kept the revision %s", first)
+	}
+	write("b", "c")
+	write("a", "ab")
+	if err := os.Rename("b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if renamed := digest("a", "c"); renamed == first {
+		t.Errorf("a renamed file kept the revision %s", first)
+	}
+	if _, err := digestFiles([]string{"missing"}); err == nil {
+		t.Error("a missing file gave a revision")
+	}
+}

@@ -59,6 +59,7 @@ func usage() {
   image util -out DIR -ref IMG -cpb BIN [-digest-file FILE]
   image scorecard -out DIR -ref IMG -test BIN [-digest-file FILE]
   image push -layout DIR [-insecure] IMG
+  image revision
 `)
 	os.Exit(2)
 }
@@ -87,6 +88,8 @@ func main() {
 		err = scorecardCommand(ctx, os.Args[2:])
 	case "push":
 		err = pushCommand(ctx, os.Args[2:])
+	case "revision":
+		err = revisionCommand(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -172,4 +175,21 @@ func parsePlatforms(list string) ([]platform, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// revisionCommand prints the revision an image built from this checkout
+// reports in kubefledged_build_info, to match a running replica with a
+// checkout.
+func revisionCommand(ctx context.Context, args []string) error {
+	_ = newFlags("revision").Parse(args)
+	src, err := readSource()
+	if err != nil {
+		return err
+	}
+	rev, err := sourceRevision(ctx, ".", src.files)
+	if err != nil {
+		return err
+	}
+	fmt.Println(rev)
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -455,6 +456,11 @@ func checkBinary(t *testing.T, files map[string]imageFile, arch, variant string)
 			t.Errorf("%s is dynamically linked", jobs.HelperBinary)
 		}
 	}
+	// kubefledged_build_info's revision: the digest of this checkout's
+	// sources, as `image revision` computes it, stamped by -X.
+	if rev := sourceRevision(t); !bytes.Contains(bin.data, []byte(rev)) {
+		t.Errorf("%s does not carry the sources' revision %s", jobs.HelperBinary, rev)
+	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != arch {
 		return
 	}
@@ -469,6 +475,31 @@ func checkBinary(t *testing.T, files map[string]imageFile, arch, variant string)
 	if got, want := strings.TrimSpace(string(out)), "v"+makeVersion(t); got != want {
 		t.Errorf("kubefledged version says %q, want %q", got, want)
 	}
+}
+
+var revision struct {
+	once sync.Once
+	rev  string
+	err  error
+}
+
+// sourceRevision is what `image revision` prints for this checkout.
+func sourceRevision(t *testing.T) string {
+	t.Helper()
+	tool, root := imageTool(t), repoRoot(t)
+	revision.once.Do(func() {
+		cmd := exec.Command(tool, "revision")
+		cmd.Dir = root
+		out, err := cmd.Output()
+		revision.rev, revision.err = strings.TrimSpace(string(out)), err
+	})
+	if revision.err != nil {
+		t.Fatalf("image revision: %v", revision.err)
+	}
+	if !regexp.MustCompile(`^src-[0-9a-f]{12}$`).MatchString(revision.rev) {
+		t.Fatalf("image revision printed %q, want src- and 12 hex digits", revision.rev)
+	}
+	return revision.rev
 }
 
 // checkUsers: the parts of distroless/static:nonroot the product needs
