@@ -99,15 +99,10 @@ func (r *Reconciler) createAll(ctx context.Context, cache *v1alpha2.ImageCache, 
 // buildJob builds Job job: a node Job of the pairs it was given when their
 // slots were taken, or the Job of one pair.
 func (r *Reconciler) buildJob(owner jobs.Owner, op *operation, job string) (*batchv1.Job, error) {
-	ps, ok := op.pairsOf[job]
-	if !ok {
+	if !op.nodeJob(job) {
 		return jobs.Build(owner, op.work[op.index[job]], r.Config.Jobs)
 	}
-	ws := make([]jobs.Work, len(ps))
-	for c, i := range ps {
-		ws[c] = op.work[i]
-	}
-	return jobs.BuildNode(owner, ws, r.Config.Jobs)
+	return jobs.BuildNode(owner, op.workOf(op.pairs(job)), r.Config.Jobs)
 }
 
 // createTally is what one round of creates came to, for its Events, logs
@@ -268,11 +263,7 @@ func (r *Reconciler) takeNodeJobs(cache *v1alpha2.ImageCache, op *operation, nod
 		}
 		chunk := ps[:n:n]
 		ps = ps[n:]
-		ws := make([]jobs.Work, len(chunk))
-		for c, i := range chunk {
-			ws[c] = op.work[i]
-		}
-		job := jobs.NodeJobName(cache.Name, op.id, ws)
+		job := jobs.NodeJobName(cache.Name, op.id, op.workOf(chunk))
 		op.pairsOf[job] = chunk
 		for _, i := range chunk {
 			op.jobOf[op.names[i]] = job
