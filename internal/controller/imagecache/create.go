@@ -55,21 +55,24 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	if len(todo) == 0 {
 		return 0
 	}
-	creates := jobsOf(op, todo)
+	failed := r.createAll(ctx, cache, op, jobsOf(op, todo))
+	// The deadlines and the retries count from after the creates, which
+	// may have taken a while.
+	now = r.Clock.Now()
+	t := r.recordCreates(key, op, todo, failed, now)
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	r.settleHeld(key, op, t.failedNames)
+	r.reportFailedCreates(ctx, cache, op, t)
+	return r.scheduleRetry(ctx, op, t, now)
+}
+
+// createAll creates the named Jobs, as many at once as the write
+// parallelism allows, and returns the error of each that failed.
+func (r *Reconciler) createAll(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, creates []string) map[string]error {
 	owner := jobs.Owner{Cache: cache, Operation: op.id, PullUser: op.pullUser}
 	errs := make([]error, len(creates))
 	_, _ = inParallel(len(creates), r.Config.WriteParallelism, func(k int) error {
-		var job *batchv1.Job
-		var err error
-		if ps, ok := op.pairsOf[creates[k]]; ok {
-			ws := make([]jobs.Work, len(ps))
-			for c, i := range ps {
-				ws[c] = op.work[i]
-			}
-			job, err = jobs.BuildNode(owner, ws, r.Config.Jobs)
-		} else {
-			job, err = jobs.Build(owner, op.work[op.index[creates[k]]], r.Config.Jobs)
-		}
+		job, err := r.buildJob(owner, op, creates[k])
 		if err != nil {
 			err = buildError{err}
 		} else {
@@ -81,22 +84,49 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		errs[k] = err
 		return err
 	})
-	failedJob := make(map[string]error, len(creates))
+	failed := make(map[string]error, len(creates))
 	for k, job := range creates {
 		if errs[k] == nil {
 			op.unseen[job] = true
 			metrics.JobsCreated.WithLabelValues(string(op.work[op.pairs(job)[0]].Kind)).Inc()
 		} else {
-			failedJob[job] = errs[k]
+			failed[job] = errs[k]
 		}
 	}
-	now = r.Clock.Now()
-	var refused, gaveUp, retried int
-	var firstRefusal, firstRetry error
-	var failedNames []string
+	return failed
+}
+
+// buildJob builds Job job: a node Job of the pairs it was given when their
+// slots were taken, or the Job of one pair.
+func (r *Reconciler) buildJob(owner jobs.Owner, op *operation, job string) (*batchv1.Job, error) {
+	if !op.nodeJob(job) {
+		return jobs.Build(owner, op.work[op.index[job]], r.Config.Jobs)
+	}
+	return jobs.BuildNode(owner, op.workOf(op.pairs(job)), r.Config.Jobs)
+}
+
+// createTally is what one round of creates came to, for its Events, logs
+// and retry.
+type createTally struct {
+	// refused and gaveUp count the pairs whose creates failed for good,
+	// refused at once or failing until the pull deadline; firstRefusal is
+	// the first of their errors. retried counts those tried again later,
+	// firstRetry the first of their errors.
+	refused, gaveUp, retried int
+	firstRefusal, firstRetry error
+	// failedNames are the pairs settled as failed.
+	failedNames []string
+}
+
+// recordCreates notes, per pair of todo, what the create of its Job came
+// to: created (its deadline starts now), to be retried (its slot stays
+// held, since the retry creates this very Job) or failed for good (settled,
+// its slot freed).
+func (r *Reconciler) recordCreates(key types.NamespacedName, op *operation, todo []int, failed map[string]error, now time.Time) createTally {
+	var t createTally
 	for _, i := range todo {
 		name := op.names[i]
-		err := failedJob[op.job(name)]
+		err := failed[op.job(name)]
 		if err == nil {
 			delete(op.retrying, name)
 			op.createdAt[name] = now
@@ -107,42 +137,52 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		}
 		o, final := r.createFailure(op, name, err, now)
 		if !final {
-			retried++
-			if firstRetry == nil {
-				firstRetry = err
+			t.retried++
+			if t.firstRetry == nil {
+				t.firstRetry = err
 			}
-			continue // the slot stays held: the retry creates this very Job
+			continue
 		}
 		if o.Expired {
-			gaveUp++
+			t.gaveUp++
 		} else {
-			refused++
+			t.refused++
 		}
-		if firstRefusal == nil {
-			firstRefusal = err
+		if t.firstRefusal == nil {
+			t.firstRefusal = err
 		}
 		delete(op.retrying, name)
 		op.settled[name] = o
-		failedNames = append(failedNames, name)
+		t.failedNames = append(t.failedNames, name)
 		op.failedCreates++
 		observe(op.work[i].Kind, o, false)
 		r.releaseJob(key, op, op.job(name))
 	}
-	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
-	r.settleHeld(key, op, failedNames)
-	logger := log.FromContext(ctx)
-	if refused+gaveUp > 0 {
-		logger.Info("job creates failed for good; their pairs fail", "id", op.id, "refused", refused, "gaveUp", gaveUp, "error", firstRefusal.Error())
+	return t
+}
+
+// reportFailedCreates tells the user, by Event, of the pairs that failed
+// for want of a Job: their status entry says why for each, the Event says
+// that the API server, not the image, was the cause.
+func (r *Reconciler) reportFailedCreates(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, t createTally) {
+	if t.refused+t.gaveUp > 0 {
+		log.FromContext(ctx).Info("job creates failed for good; their pairs fail", "id", op.id, "refused", t.refused, "gaveUp", t.gaveUp, "error", t.firstRefusal.Error())
 	}
-	if refused > 0 {
+	if t.refused > 0 {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "JobCreateRefused",
-			fmt.Sprintf("%d Job(s) refused by the API server, their images fail on their nodes: %v", refused, firstRefusal))
+			fmt.Sprintf("%d Job(s) refused by the API server, their images fail on their nodes: %v", t.refused, t.firstRefusal))
 	}
-	if gaveUp > 0 {
+	if t.gaveUp > 0 {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "JobCreateFailed",
-			fmt.Sprintf("%d Job(s) could not be created within the pull deadline, their images fail on their nodes: %v", gaveUp, firstRefusal))
+			fmt.Sprintf("%d Job(s) could not be created within the pull deadline, their images fail on their nodes: %v", t.gaveUp, t.firstRefusal))
 	}
-	if retried == 0 {
+}
+
+// scheduleRetry sets when the creates that failed for a reason that may
+// pass are tried again, doubling the wait each round, and returns the wait
+// (0: nothing to retry).
+func (r *Reconciler) scheduleRetry(ctx context.Context, op *operation, t createTally, now time.Time) time.Duration {
+	if t.retried == 0 {
 		op.backoff, op.retryAt = 0, time.Time{}
 		return 0
 	}
@@ -155,7 +195,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 		}
 	}
 	op.retryAt = now.Add(wait)
-	logger.Info("job creates failed; retrying", "id", op.id, "failed", retried, "in", wait.String(), "error", firstRetry.Error())
+	log.FromContext(ctx).Info("job creates failed; retrying", "id", op.id, "failed", t.retried, "in", wait.String(), "error", t.firstRetry.Error())
 	return max(wait, time.Millisecond)
 }
 
@@ -202,29 +242,36 @@ func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]int, boo
 		todo = append(todo, i)
 	}
 	for _, node := range nodes {
-		ps := fresh[node]
-		for len(ps) > 0 {
-			n, s := r.limiter.Take(key, node, min(len(ps), jobs.MaxContainers), op.work[ps[0]].Node.Parallel)
-			if n == 0 {
-				waiting = true
-				break
-			}
-			chunk := ps[:n:n]
-			ps = ps[n:]
-			ws := make([]jobs.Work, len(chunk))
-			for c, i := range chunk {
-				ws[c] = op.work[i]
-			}
-			job := jobs.NodeJobName(cache.Name, op.id, ws)
-			op.pairsOf[job] = chunk
-			for _, i := range chunk {
-				op.jobOf[op.names[i]] = job
-			}
-			op.holding[job] = slots{node: node, n: s}
-			todo = append(todo, chunk...)
-		}
+		taken, full := r.takeNodeJobs(cache, op, node, fresh[node])
+		todo = append(todo, taken...)
+		waiting = waiting || full
 	}
 	return todo, waiting
+}
+
+// takeNodeJobs puts node's pulls ps, which have no Job yet, in node Jobs
+// as the caps allow, and returns the pairs that got one and whether some
+// had to wait. A Job's pairs are fixed here, once: a retried create must
+// make the very same Job.
+func (r *Reconciler) takeNodeJobs(cache *v1alpha2.ImageCache, op *operation, node string, ps []int) ([]int, bool) {
+	key := client.ObjectKeyFromObject(cache)
+	var todo []int
+	for len(ps) > 0 {
+		n, s := r.limiter.Take(key, node, min(len(ps), jobs.MaxContainers), op.work[ps[0]].Node.Parallel)
+		if n == 0 {
+			return todo, true
+		}
+		chunk := ps[:n:n]
+		ps = ps[n:]
+		job := jobs.NodeJobName(cache.Name, op.id, op.workOf(chunk))
+		op.pairsOf[job] = chunk
+		for _, i := range chunk {
+			op.jobOf[op.names[i]] = job
+		}
+		op.holding[job] = slots{node: node, n: s}
+		todo = append(todo, chunk...)
+	}
+	return todo, false
 }
 
 // jobsOf names the Jobs that do the pairs todo, each once.

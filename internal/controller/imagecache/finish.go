@@ -28,41 +28,19 @@ import (
 // written and an Event says how it went. Each step is idempotent; any error
 // retries the whole of finish with the results fixed in op.final.
 func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	if err := r.applyRetention(ctx, cache, op); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.consumeAnnotations(ctx, cache, op.consumes); err != nil {
 		return ctrl.Result{}, err
 	}
-	var whole *plan.Plan
-	if op.kind == plan.NewNodes {
-		// The status describes the whole cache, not the few nodes this
-		// operation served: count its pairs on every node as it stands.
-		nodes, err := r.listNodes(ctx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		p := plan.Build(plan.Input{Op: plan.Refresh, Spec: op.spec, Nodes: nodes.Items, StartupTaint: r.Config.StartupTaint})
-		whole = &p
+	whole, err := r.wholePlan(ctx, op)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-
 	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
 	var end ending
-	// How many failures the status may hold at first; a new-node
-	// operation's are merged with those already there, another's with
-	// those before it that it did not retry (results.Carry).
-	failures := MaxFailures
-	if whole == nil {
-		failures = 0
-		for _, l := range op.final.summary.Failures {
-			failures += len(l)
-		}
-		for _, l := range op.priorFailures {
-			failures += len(l)
-		}
-	}
-	err := r.writeStatus(ctx, key, op.uid, failures, func(st *v1alpha2.ImageCacheStatus, limit int) {
+	err = r.writeStatus(ctx, key, op.uid, firstFailureLimit(op, whole), func(st *v1alpha2.ImageCacheStatus, limit int) {
 		end = r.finalStatus(st, op, whole, limit)
 	})
 	if apierrors.IsNotFound(err) {
@@ -72,23 +50,66 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the final status: %w", err)
 	}
+	r.closeOperation(key, op)
+	r.announceEnd(ctx, cache, op, end)
+	// The status write wakes the cache again; that reconcile schedules the
+	// next due operation (a spec edit or an annotation made meanwhile, a
+	// periodic refresh).
+	return ctrl.Result{}, nil
+}
+
+// wholePlan is, for a new-node operation, the cache's pairs on every node
+// as it stands: its status describes the whole cache, not the few nodes
+// the operation served. nil for any other operation.
+func (r *Reconciler) wholePlan(ctx context.Context, op *operation) (*plan.Plan, error) {
+	if op.kind != plan.NewNodes {
+		return nil, nil
+	}
+	nodes, err := r.listNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := plan.Build(plan.Input{Op: plan.Refresh, Spec: op.spec, Nodes: nodes.Items, StartupTaint: r.Config.StartupTaint})
+	return &p, nil
+}
+
+// firstFailureLimit is how many failures the final status may hold at
+// first; a new-node operation's are merged with those already there,
+// another's with those before it that it did not retry (results.Carry).
+func firstFailureLimit(op *operation, whole *plan.Plan) int {
+	if whole != nil {
+		return MaxFailures
+	}
+	failures := 0
+	for _, l := range op.final.summary.Failures {
+		failures += len(l)
+	}
+	for _, l := range op.priorFailures {
+		failures += len(l)
+	}
+	return failures
+}
+
+// closeOperation gives back what the operation held once its end is
+// written, and keeps the nodes it covered, from which new nodes are told.
+func (r *Reconciler) closeOperation(key types.NamespacedName, op *operation) {
 	r.releaseAll(key, op)
 	r.limiter.Forget(key)
 	r.ops.drop(key)
 	r.ops.setCoverage(key, op.uid, r.coverageAfter(key, op))
+}
 
+// announceEnd tells the user, by Event, how the operation went, and counts
+// and logs it.
+func (r *Reconciler) announceEnd(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, end ending) {
 	evType := corev1.EventTypeNormal
 	if end.status == v1alpha2.ImageCacheActionStatusFailed {
 		evType = corev1.EventTypeWarning
 	}
 	r.Recorder.Event(cache, evType, string(op.kind), end.detail)
 	metrics.OperationDuration.WithLabelValues(string(op.kind), string(end.status)).Observe(r.Clock.Since(op.start).Seconds())
-	logger.Info("operation finished", "id", op.id, "operation", op.kind, "status", end.status,
+	log.FromContext(ctx).Info("operation finished", "id", op.id, "operation", op.kind, "status", end.status,
 		"jobs", len(op.work), "failedImages", len(op.final.summary.Failures), "took", r.Clock.Since(op.start).String())
-	// The status write wakes the cache again; that reconcile schedules the
-	// next due operation (a spec edit or an annotation made meanwhile, a
-	// periodic refresh).
-	return ctrl.Result{}, nil
 }
 
 // ending is what an operation's end wrote: the status, and the detail its
@@ -103,44 +124,90 @@ type ending struct {
 // failures on other nodes stay until their pairs run again, and the status
 // says how the whole cache stands.
 func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, whole *plan.Plan, limit int) ending {
-	sum := op.final.summary
-	failures, omitted := sum.Failures, int32(0)
-	counts := op.counts
-	skipped := skippedNodes(op.skippedNodes)
-	lacking := op.lacking
+	var e endState
 	if whole != nil {
-		served := map[string]bool{}
-		for n := range op.only {
-			served[n] = true
-		}
-		for n := range op.joined {
-			served[n] = true
-		}
-		failures, omitted = mergeFailures(st.Failures, served, sum.Failures), st.FailuresOmitted
-		counts = wholeCounts(whole, failures, omitted)
-		skipped = skippedNodes(whole.SkippedNodes)
-		lacking = whole.Lacking
-		sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheMessageImagesPulledSuccessfully
-		if len(failures) > 0 || omitted > 0 {
-			sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
-		}
-	} else if op.kind != plan.Purge {
-		failures = results.Carry(op.priorFailures, op.skippedNodes, wantedImages(&op.spec), failures)
-		if len(failures) > 0 && sum.Status != v1alpha2.ImageCacheActionStatusFailed {
-			sum.Status, sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
-		}
+		e = mergedEnd(st, op, whole)
+	} else {
+		e = ownEnd(op)
 	}
-	st.Status = sum.Status
+	st.Status = e.sum.Status
 	st.Reason = string(op.kind)
-	st.Message = sum.Message
+	st.Message = e.sum.Message
 	var dropped int32
-	st.Failures, dropped = boundFailures(failures, limit)
-	st.FailuresOmitted = omitted + dropped
+	st.Failures, dropped = boundFailures(e.failures, limit)
+	st.FailuresOmitted = e.omitted + dropped
 	now := metav1.NewTime(r.Clock.Now())
 	st.CompletionTime = &now
-	st.Counts = counts.DeepCopy()
-	st.Progress = progress(counts)
-	st.SkippedNodes = skipped
+	st.Counts = e.counts.DeepCopy()
+	st.Progress = progress(e.counts)
+	st.SkippedNodes = e.skipped
+	recordProcessed(st, op)
+	if op.kind == plan.Create || op.kind == plan.Refresh {
+		st.RefreshedTime = &now
+	}
+	detail := e.sum.Message
+	if len(op.unmatched) > 0 {
+		detail += ": " + strings.Join(op.unmatched, "; ")
+	}
+	if dropped > 0 {
+		detail += fmt.Sprintf(" (%d failures left out of status.failures for size)", dropped)
+	}
+	ready := results.Ready(st.Status, failureCount(st), e.lacking, detail)
+	setEndConditions(st, string(op.kind), detail, ready, op.generation)
+	return ending{status: e.sum.Status, detail: detail}
+}
+
+// endState is how the cache stands at an operation's end, before the
+// failures are bounded to what the status can hold.
+type endState struct {
+	sum      results.Summary
+	failures map[string]v1alpha2.NodeReasonMessageList
+	omitted  int32
+	counts   v1alpha2.Counts
+	skipped  []v1alpha2.SkippedNodes
+	lacking  map[string]string
+}
+
+// ownEnd is the end of an operation that acted on the whole cache. Its
+// failures keep those from before on the nodes it left out: it did not
+// retry them, and dropping them would be a false green.
+func ownEnd(op *operation) endState {
+	e := endState{sum: op.final.summary, failures: op.final.summary.Failures, counts: op.counts,
+		skipped: skippedNodes(op.skippedNodes), lacking: op.lacking}
+	if op.kind != plan.Purge {
+		e.failures = results.Carry(op.priorFailures, op.skippedNodes, wantedImages(&op.spec), e.failures)
+		if len(e.failures) > 0 && e.sum.Status != v1alpha2.ImageCacheActionStatusFailed {
+			e.sum.Status, e.sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
+		}
+	}
+	return e
+}
+
+// mergedEnd is the end of a new-node operation: the failures st holds on
+// the nodes it did not serve stay, and whole, the cache on every node,
+// gives the counts and the nodes left out.
+func mergedEnd(st *v1alpha2.ImageCacheStatus, op *operation, whole *plan.Plan) endState {
+	served := map[string]bool{}
+	for n := range op.only {
+		served[n] = true
+	}
+	for n := range op.joined {
+		served[n] = true
+	}
+	e := endState{sum: op.final.summary, omitted: st.FailuresOmitted,
+		skipped: skippedNodes(whole.SkippedNodes), lacking: whole.Lacking}
+	e.failures = mergeFailures(st.Failures, served, e.sum.Failures)
+	e.counts = wholeCounts(whole, e.failures, e.omitted)
+	e.sum.Status, e.sum.Message = v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheMessageImagesPulledSuccessfully
+	if len(e.failures) > 0 || e.omitted > 0 {
+		e.sum.Status, e.sum.Message = v1alpha2.ImageCacheActionStatusFailed, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages
+	}
+	return e
+}
+
+// recordProcessed records what the operation acted on, which the next
+// update compares its spec with.
+func recordProcessed(st *v1alpha2.ImageCacheStatus, op *operation) {
 	switch op.kind {
 	case plan.Purge:
 		// Nothing is on the nodes any more: a later update pulls all.
@@ -154,19 +221,6 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 		st.PodImages = op.podImages
 		st.ObservedGeneration = op.generation
 	}
-	if op.kind == plan.Create || op.kind == plan.Refresh {
-		st.RefreshedTime = &now
-	}
-	detail := sum.Message
-	if len(op.unmatched) > 0 {
-		detail += ": " + strings.Join(op.unmatched, "; ")
-	}
-	if dropped > 0 {
-		detail += fmt.Sprintf(" (%d failures left out of status.failures for size)", dropped)
-	}
-	ready := results.Ready(st.Status, failureCount(st), lacking, detail)
-	setEndConditions(st, string(op.kind), detail, ready, op.generation)
-	return ending{status: sum.Status, detail: detail}
 }
 
 // wantedImages are the images of a spec, as written.

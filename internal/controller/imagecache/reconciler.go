@@ -177,30 +177,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, ctx.Err()
 		}
 	}
-	logger := log.FromContext(ctx)
-
-	cache := &v1alpha2.ImageCache{}
-	if err := r.Client.Get(ctx, req.NamespacedName, cache); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Its Jobs in its namespace go with it through their owner
-			// references; the images stay on the nodes, as in the
-			// original.
-			r.forget(req.NamespacedName)
-			return ctrl.Result{}, r.deleteJobsElsewhere(ctx, req.NamespacedName)
-		}
+	cache, err := r.live(ctx, req.NamespacedName)
+	if cache == nil {
 		return ctrl.Result{}, err
 	}
-	if !cache.DeletionTimestamp.IsZero() {
-		r.forget(req.NamespacedName)
-		return ctrl.Result{}, r.deleteJobsElsewhere(ctx, req.NamespacedName)
-	}
-
-	op := r.ops.get(req.NamespacedName)
-	if op != nil && op.uid != cache.UID {
-		r.forget(req.NamespacedName)
-		op = nil
-	}
-	if op != nil {
+	if op := r.running(req.NamespacedName, cache); op != nil {
 		if r.ops.takeNodesChanged(req.NamespacedName) {
 			if err := r.extend(ctx, cache, op); err != nil {
 				r.ops.nodeChanged(req.NamespacedName)
@@ -209,15 +190,50 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return r.progress(ctx, cache, op)
 	}
+	return r.idle(ctx, cache)
+}
 
+// live reads the cache, or returns nil when it is gone or going: then what
+// the controller holds of it is forgotten and the Jobs its owner reference
+// cannot reach are deleted, and a nil error says that went well.
+func (r *Reconciler) live(ctx context.Context, key types.NamespacedName) (*v1alpha2.ImageCache, error) {
+	cache := &v1alpha2.ImageCache{}
+	if err := r.Client.Get(ctx, key, cache); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	} else if cache.DeletionTimestamp.IsZero() {
+		return cache, nil
+	}
+	// Its Jobs in its namespace go with it through their owner
+	// references; the images stay on the nodes, as in the original.
+	r.forget(key)
+	return nil, r.deleteJobsElsewhere(ctx, key)
+}
+
+// running is the cache's operation in memory, if it has one. One of a cache
+// deleted and made again under its name is forgotten: the new cache starts
+// anew.
+func (r *Reconciler) running(key types.NamespacedName, cache *v1alpha2.ImageCache) *operation {
+	op := r.ops.get(key)
+	if op != nil && op.uid != cache.UID {
+		r.forget(key)
+		return nil
+	}
+	return op
+}
+
+// idle looks, for a cache with no operation running, for the one due: a
+// spec edit, an annotation, a refresh, the pods fromPods selects running
+// other images, new nodes. With none due it says when to look again.
+func (r *Reconciler) idle(ctx context.Context, cache *v1alpha2.ImageCache) (ctrl.Result, error) {
 	if cache.Status.Status == v1alpha2.ImageCacheActionStatusProcessing {
 		// Processing with no operation in memory: either our read is stale
 		// (the update below then conflicts and we retry on fresh data) or the
 		// operation was lost; abort it so that it runs again.
-		logger.Info("found Processing cache without a running operation; aborting it to run it again")
+		log.FromContext(ctx).Info("found Processing cache without a running operation; aborting it to run it again")
 		return ctrl.Result{}, r.abort(ctx, cache)
 	}
-
 	kind, due, after := plan.Due(cache, plan.Timing{Now: r.Clock.Now(), Started: r.started, RefreshEvery: r.Config.RefreshEvery})
 	if due {
 		return r.start(ctx, cache, kind, nil)

@@ -131,7 +131,7 @@ func (s *settlement) settleJob(job string) {
 	}
 	expired := !s.now.Before(op.createdAt[op.names[open[0]]].Add(s.r.Config.Deadline))
 	obj := s.r.Jobs.Get(s.r.jobNamespace(s.cache, op, job), job)
-	_, perNode := op.pairsOf[job]
+	perNode := op.nodeJob(job)
 	outs := s.outcomes(job, obj, pairs, open, expired, perNode)
 	left := len(open)
 	for k, i := range open {

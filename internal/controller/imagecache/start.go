@@ -42,14 +42,50 @@ func processingMessage(kind plan.Operation) string {
 // work replaces, records Processing and creates the first Jobs. only
 // restricts a NewNodes operation to those nodes.
 func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind plan.Operation, only map[string]bool) (ctrl.Result, error) {
-	logger := log.FromContext(ctx).WithValues("operation", kind)
 	if why := specTooLarge(&cache.Spec); why != "" {
 		return ctrl.Result{}, r.decline(ctx, cache, kind, "SpecTooLarge", why)
 	}
+	in, res, err := r.prepare(ctx, cache, kind, only)
+	if in == nil {
+		return res, err
+	}
+	op := r.newOperation(cache, kind, only, in)
+	detail := markProcessing(cache, op, in.pods)
+	// The resourceVersion of our read guards this write: on a stale read it
+	// conflicts and nothing has started.
+	if err := r.Client.Status().Update(ctx, cache); err != nil {
+		return ctrl.Result{}, err
+	}
+	op.written, op.lastWrite = op.counts, op.start
+	r.ops.put(client.ObjectKeyFromObject(cache), op)
+	r.startHeld(cache, op, in.nodes, &in.plan)
+	r.announceStart(ctx, cache, op, in, detail)
+	return r.progress(ctx, cache, op)
+}
 
+// startInput is what an operation starts from, as the cluster stood when
+// it was planned.
+type startInput struct {
+	nodes []corev1.Node
+	// record are the images of the pods fromPods selects, and pods how
+	// listing them went (nil: the cache selects no pods, or the operation
+	// does not look at them).
+	record []v1alpha2.ListPodImages
+	pods   *podsResult
+	// spec is what the operation acts on: the named images and those of
+	// record.
+	spec v1alpha2.ImageCacheSpec
+	plan plan.Plan
+	user int64
+}
+
+// prepare reads the cluster, plans the operation and clears the way for
+// its Jobs. A nil input means the operation cannot start yet: the caller
+// returns res and err as they are.
+func (r *Reconciler) prepare(ctx context.Context, cache *v1alpha2.ImageCache, kind plan.Operation, only map[string]bool) (*startInput, ctrl.Result, error) {
 	nodes, err := r.listNodes(ctx)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
 	// The operation acts on the named images and those of the pods that
 	// fromPods selects; an update compares them with what the cache holds,
@@ -59,31 +95,36 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	if pods != nil && pods.cond.Reason == podsNotListedYet {
 		// The pods are being listed (for podwatch.SyncGrace at most):
 		// started now, the operation would leave them to a second one.
-		return ctrl.Result{RequeueAfter: pods.retry}, nil
+		return nil, ctrl.Result{RequeueAfter: pods.retry}, nil
 	}
-	spec := podimages.Effective(cache.Spec, record)
-	p := plan.Build(plan.Input{
-		Op: kind, Spec: spec, Prior: podimages.Prior(cache.Status.ProcessedSpec, cache.Status.PodImages, record),
-		Nodes: nodes.Items, AlwaysPull: r.Config.AlwaysPull, Only: only, StartupTaint: r.Config.StartupTaint,
+	in := &startInput{nodes: nodes.Items, record: record, pods: pods, spec: podimages.Effective(cache.Spec, record)}
+	in.plan = plan.Build(plan.Input{
+		Op: kind, Spec: in.spec, Prior: podimages.Prior(cache.Status.ProcessedSpec, cache.Status.PodImages, record),
+		Nodes: in.nodes, AlwaysPull: r.Config.AlwaysPull, Only: only, StartupTaint: r.Config.StartupTaint,
 	})
-	if err := r.deleteReplacedJobs(ctx, cache, p.Work); err != nil {
-		return ctrl.Result{}, err
+	if err := r.deleteReplacedJobs(ctx, cache, in.plan.Work); err != nil {
+		return nil, ctrl.Result{}, err
 	}
-	user, err := r.pullUser(ctx, cache)
-	if err != nil {
-		return ctrl.Result{}, err
+	if in.user, err = r.pullUser(ctx, cache); err != nil {
+		return nil, ctrl.Result{}, err
 	}
+	return in, ctrl.Result{}, nil
+}
 
+// newOperation makes the memory of the operation the plan describes, its
+// pairs that cannot run settled as failed from the start.
+func (r *Reconciler) newOperation(cache *v1alpha2.ImageCache, kind plan.Operation, only map[string]bool, in *startInput) *operation {
 	now := r.Clock.Now()
-	eligible := plan.EligibleNodes(&cache.Spec, nodes.Items, r.Config.StartupTaint)
+	p := &in.plan
+	eligible := plan.EligibleNodes(&cache.Spec, in.nodes, r.Config.StartupTaint)
 	op := &operation{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
-		spec: spec, named: *cache.Spec.DeepCopy(), podImages: record, start: now, eligible: eligible, only: only,
-		priorCoverage: plan.ExistedAt(nodes.Items, eligible, cache.Status.StartTime, r.Config.StartupTaint),
+		spec: in.spec, named: *cache.Spec.DeepCopy(), podImages: in.record, start: now, eligible: eligible, only: only,
+		priorCoverage: plan.ExistedAt(in.nodes, eligible, cache.Status.StartTime, r.Config.StartupTaint),
 		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]slots{}, settled: map[string]results.Outcome{},
 		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
 		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, lacking: p.Lacking, unmatched: p.Unmatched,
-		priorFailures: cache.Status.Failures, consumes: consumedAnnotations(kind, cache.Annotations), pullUser: user,
+		priorFailures: cache.Status.Failures, consumes: consumedAnnotations(kind, cache.Annotations), pullUser: in.user,
 	}
 	for img, why := range p.Invalid {
 		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
@@ -98,12 +139,18 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 		metrics.ImagePulls.WithLabelValues("already_present").Add(float64(op.present))
 	}
 	op.counts = countsOf(op)
+	return op
+}
 
+// markProcessing sets the status that says op runs, and returns the detail
+// its conditions and Event carry.
+func markProcessing(cache *v1alpha2.ImageCache, op *operation, pods *podsResult) string {
+	kind := op.kind
 	st := &cache.Status
 	st.Status = v1alpha2.ImageCacheActionStatusProcessing
 	st.Reason = string(kind)
 	st.Message = processingMessage(kind)
-	t := metav1.NewTime(now)
+	t := metav1.NewTime(op.start)
 	st.StartTime = &t
 	st.CompletionTime = nil
 	if kind != plan.NewNodes {
@@ -122,7 +169,7 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	st.Progress = progress(op.counts)
 	detail := st.Message
 	if kind == plan.NewNodes {
-		detail = "Images are being pulled on to new nodes: " + nodeList(only)
+		detail = "Images are being pulled on to new nodes: " + nodeList(op.only)
 	}
 	setConditions(cache, true, string(kind), detail, op.generation)
 	if pods != nil {
@@ -130,27 +177,24 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	} else if kind != plan.NewNodes && kind != plan.Purge {
 		setPodsCondition(st, false, metav1.Condition{})
 	}
-	// The resourceVersion of our read guards this write: on a stale read it
-	// conflicts and nothing has started.
-	if err := r.Client.Status().Update(ctx, cache); err != nil {
-		return ctrl.Result{}, err
-	}
-	op.written, op.lastWrite = op.counts, now
-	r.ops.put(client.ObjectKeyFromObject(cache), op)
-	r.startHeld(cache, op, nodes.Items, &p)
-	logger.Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
+	return detail
+}
+
+// announceStart logs the operation's start and tells the user, by Event,
+// of it and of what in the cluster stands in its way.
+func (r *Reconciler) announceStart(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, in *startInput, detail string) {
+	log.FromContext(ctx).WithValues("operation", op.kind).Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
 		"skippedNodes", len(op.skippedNodes), "failedUnstarted", len(op.unstarted))
-	r.Recorder.Event(cache, corev1.EventTypeNormal, string(kind), detail)
-	for _, why := range p.Unmatched {
+	r.Recorder.Event(cache, corev1.EventTypeNormal, string(op.kind), detail)
+	for _, why := range in.plan.Unmatched {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
 	}
-	for _, why := range invalidParallelLabels(nodes.Items, p.Work) {
+	for _, why := range invalidParallelLabels(in.nodes, in.plan.Work) {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "InvalidNodeLabel", why)
 	}
-	if pods != nil && !pods.ok() && pods.cond.Reason != podsNotListedYet {
-		r.Recorder.Event(cache, corev1.EventTypeWarning, pods.cond.Reason, pods.cond.Message)
+	if in.pods != nil && !in.pods.ok() && in.pods.cond.Reason != podsNotListedYet {
+		r.Recorder.Event(cache, corev1.EventTypeWarning, in.pods.cond.Reason, in.pods.cond.Message)
 	}
-	return r.progress(ctx, cache, op)
 }
 
 // specTooLarge says why a spec is too large to act on, or "". The CRD's rule

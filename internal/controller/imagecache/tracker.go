@@ -170,6 +170,23 @@ func (o *operation) job(name string) string {
 	return name
 }
 
+// nodeJob says whether Job job is a node Job: one container per pair,
+// settled container by container, rather than a pair's own Job.
+func (o *operation) nodeJob(job string) bool {
+	_, ok := o.pairsOf[job]
+	return ok
+}
+
+// workOf is the work of pairs, in their order: a node Job's name and
+// containers follow it.
+func (o *operation) workOf(pairs []int) []jobs.Work {
+	ws := make([]jobs.Work, len(pairs))
+	for c, i := range pairs {
+		ws[c] = o.work[i]
+	}
+	return ws
+}
+
 // pairs are the work items of Job job, in the order of its containers.
 func (o *operation) pairs(job string) []int {
 	if ps, ok := o.pairsOf[job]; ok {
