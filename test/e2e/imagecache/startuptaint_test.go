@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/commands"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
@@ -347,6 +348,32 @@ func pendingPods(g Gomega, ns, pool string) string {
 	return fmt.Sprintf("%d pods, unscheduled ones by reason: %v", len(l.Items), why)
 }
 
+// heldState says, for a failure, where a pool's release stands: how many
+// of its nodes the API server still shows held, what the cache's status
+// says, and its pull Jobs' pods by phase.
+func heldState(g Gomega, ns, cache, pool string) string {
+	ctx := context.Background()
+	nodes := &corev1.NodeList{}
+	g.Expect(k8s.List(ctx, nodes, client.MatchingLabels{"pool": pool})).To(Succeed())
+	held := 0
+	for i := range nodes.Items {
+		if caching.On(&nodes.Items[i]) {
+			held++
+		}
+	}
+	c := &v1alpha2.ImageCache{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: cache}, c)).To(Succeed())
+	pods := &corev1.PodList{}
+	g.Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{jobs.LabelKind: string(jobs.Pull)})).To(Succeed())
+	phases := map[corev1.PodPhase]int{}
+	for _, p := range pods.Items {
+		phases[p.Status.Phase]++
+	}
+	return fmt.Sprintf("%d of %d nodes held on the API server; cache %s/%s %q started %v counts %+v; %d pull Jobs' pods by phase %v",
+		held, len(nodes.Items), c.Status.Status, c.Status.Reason, c.Status.Message, c.Status.StartTime, c.Status.Counts,
+		len(pods.Items), phases)
+}
+
 // nodeEvents returns "Type Reason Message" of the Events on a node.
 func nodeEvents(g Gomega, node string) []string {
 	l := &corev1.EventList{}
@@ -413,7 +440,9 @@ func TestStartupTaint(t *testing.T) {
 	addNodes(t, g, specs...)
 	t.Logf("startup taint: %d nodes created and Ready in %s", n, time.Since(start).Round(100*time.Millisecond))
 
-	g.Eventually(o.releasedCount).WithTimeout(framework.ClusterTimeout).WithPolling(time.Second).Should(Equal(n), "every node released")
+	g.Eventually(o.releasedCount).WithTimeout(framework.ClusterTimeout).WithPolling(time.Second).Should(Equal(n), func() string {
+		return "every node released; " + heldState(g, ns, "warm", pool)
+	})
 	releasedIn := time.Since(start)
 	g.Eventually(o.boundCount).WithTimeout(framework.ClusterTimeout).WithPolling(time.Second).Should(Equal(n), func() string {
 		return "every replica bound; " + pendingPods(g, ns, pool)
