@@ -3,12 +3,50 @@ package framework
 import (
 	"context"
 	"fmt"
+	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
+
+// Lister and Watcher are a typed client's List and Watch of one kind, as
+// kube.CoreV1().Pods(ns) has them.
+type (
+	Lister[L runtime.Object] func(context.Context, metav1.ListOptions) (L, error)
+	Watcher                  func(context.Context, metav1.ListOptions) (watch.Interface, error)
+)
+
+// InformTest runs Inform, for the rest of the test, on what list and watch
+// return with the label selector sel ("" for all), and fails the test when
+// the first list does not come within ClusterTimeout.
+func InformTest[T, L runtime.Object](t testing.TB, kube kubernetes.Interface, list Lister[L], watchFn Watcher, sel string,
+	example T, handle func(typ watch.EventType, obj T, initial bool)) {
+	t.Helper()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return watchFn(ctx, o)
+		},
+	}, kube)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// An API server that does not answer fails the test rather than hanging it.
+	late := time.AfterFunc(ClusterTimeout, cancel)
+	err := Inform(ctx, lw, example, nil, handle)
+	late.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 // Inform runs an informer on what lw lists until ctx ends, and returns once it has listed
 // it (or ctx ended first). An informer rather than a bare watch, because a watch ends

@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -11,13 +10,10 @@ import (
 	gomegatypes "github.com/onsi/gomega/types"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
@@ -65,27 +61,8 @@ func RecordCacheJobs(t testing.TB, kube kubernetes.Interface, ns string) *JobLog
 func recordJobs(t testing.TB, kube kubernetes.Interface, ns string, selector labels.Set, keep func(*batchv1.Job) bool) *JobLog {
 	t.Helper()
 	api := kube.BatchV1().Jobs(ns)
-	sel := labels.SelectorFromSet(selector).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return api.Watch(ctx, o)
-		},
-	}, kube)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	// An API server that does not answer fails the test rather than hanging it.
-	late := time.AfterFunc(ClusterTimeout, cancel)
 	l := &JobLog{keep: keep}
-	err := Inform(ctx, lw, &batchv1.Job{}, nil, l.record)
-	late.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	InformTest(t, kube, api.List, api.Watch, labels.SelectorFromSet(selector).String(), &batchv1.Job{}, l.record)
 	return l
 }
 

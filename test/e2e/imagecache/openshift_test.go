@@ -73,27 +73,22 @@ func TestOpenShiftCreateAndRefresh(t *testing.T) {
 	}
 }
 
-// watchPods records the pull pods created in ns, as admitted. What it returns
+// watchPods records the pull pods created in ns, as admitted (an informer:
+// a bare watch ends for good when the API server drops it). What it returns
 // waits until the watch has delivered want pods, the pull pods of the
 // operations the test saw end: the watch can trail the status the test read.
 func watchPods(t *testing.T, ns string) func(g Gomega, want int) []corev1.Pod {
 	t.Helper()
-	w, err := kube.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: jobs.LabelKind + "=" + string(jobs.Pull)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
 	var mu sync.Mutex
 	byName := map[string]corev1.Pod{}
-	go func() {
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
-				mu.Lock()
-				byName[p.Name] = *p
-				mu.Unlock()
-			}
+	pods := kube.CoreV1().Pods(ns)
+	framework.InformTest(t, kube, pods.List, pods.Watch, jobs.LabelKind+"="+string(jobs.Pull), &corev1.Pod{}, func(typ watch.EventType, p *corev1.Pod, _ bool) {
+		if typ == watch.Added {
+			mu.Lock()
+			byName[p.Name] = *p
+			mu.Unlock()
 		}
-	}()
+	})
 	seen := func() []corev1.Pod {
 		mu.Lock()
 		defer mu.Unlock()

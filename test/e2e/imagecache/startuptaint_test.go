@@ -119,86 +119,58 @@ func rvOf(obj metav1.Object) int64 {
 	return rv
 }
 
-// watchOrder starts the watches of a namespace's pull pods and of the
-// pool's nodes and pods (labelled app=<pool>).
+// watchOrder starts the informers of a namespace's pull pods and of the
+// pool's nodes and pods (labelled app=<pool>): informers, not bare
+// watches, which end for good when the API server drops them (as it does a
+// watcher too slow to read, on a loaded machine).
 func watchOrder(t *testing.T, ns, pool string) *order {
 	t.Helper()
 	o := &order{pulled: map[string]map[string]pull{}, released: map[string]mark{}, created: map[string]time.Time{}, bound: map[string]bind{}}
-	ctx := context.Background()
-	watches := make([]watch.Interface, 3)
-	for i, w := range []func() (watch.Interface, error){
-		func() (watch.Interface, error) {
-			return kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: jobs.LabelKind + "=" + string(jobs.Pull)})
-		},
-		func() (watch.Interface, error) {
-			return kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "pool=" + pool})
-		},
-		func() (watch.Interface, error) {
-			return kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=" + pool})
-		},
-	} {
-		var err error
-		if watches[i], err = w(); err != nil {
-			t.Fatal(err)
+	pods, nodes := kube.CoreV1().Pods(ns), kube.CoreV1().Nodes()
+	framework.InformTest(t, kube, pods.List, pods.Watch, jobs.LabelKind+"="+string(jobs.Pull), &corev1.Pod{}, func(_ watch.EventType, p *corev1.Pod, _ bool) {
+		node := p.Annotations[jobs.AnnotationNode]
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, f := range pullsFinished(p) {
+			if o.pulled[node] == nil {
+				o.pulled[node] = map[string]pull{}
+			}
+			if prev, seen := o.pulled[node][f.image]; !seen || f.succeeded && !prev.succeeded {
+				o.pulled[node][f.image] = pull{mark: mark{rv: rvOf(p), seen: time.Now()}, succeeded: f.succeeded, completed: f.at}
+			}
 		}
-		t.Cleanup(watches[i].Stop)
-	}
-	go func() {
-		for ev := range watches[0].ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			node := p.Annotations[jobs.AnnotationNode]
-			o.mu.Lock()
-			for _, f := range pullsFinished(p) {
-				if o.pulled[node] == nil {
-					o.pulled[node] = map[string]pull{}
-				}
-				if prev, seen := o.pulled[node][f.image]; !seen || f.succeeded && !prev.succeeded {
-					o.pulled[node][f.image] = pull{mark: mark{rv: rvOf(p), seen: time.Now()}, succeeded: f.succeeded, completed: f.at}
-				}
-			}
-			o.mu.Unlock()
+	})
+	framework.InformTest(t, kube, nodes.List, nodes.Watch, "pool="+pool, &corev1.Node{}, func(typ watch.EventType, n *corev1.Node, _ bool) {
+		if typ == watch.Deleted {
+			return
 		}
-	}()
-	go func() {
-		for ev := range watches[1].ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || ev.Type == watch.Deleted {
-				continue
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.created[n.Name] = n.CreationTimestamp.Time
+		if _, seen := o.released[n.Name]; !seen && !caching.On(n) {
+			o.released[n.Name] = mark{rv: rvOf(n), seen: time.Now()}
+			if o.past != nil && len(o.released) > o.pastN {
+				close(o.past)
+				o.past = nil
 			}
-			o.mu.Lock()
-			o.created[n.Name] = n.CreationTimestamp.Time
-			if _, seen := o.released[n.Name]; !seen && !caching.On(n) {
-				o.released[n.Name] = mark{rv: rvOf(n), seen: time.Now()}
-				if o.past != nil && len(o.released) > o.pastN {
-					close(o.past)
-					o.past = nil
+		}
+	})
+	framework.InformTest(t, kube, pods.List, pods.Watch, "app="+pool, &corev1.Pod{}, func(_ watch.EventType, p *corev1.Pod, _ bool) {
+		if p.Spec.NodeName == "" {
+			return
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, seen := o.bound[p.Name]; !seen {
+			b := bind{mark: mark{rv: rvOf(p), seen: time.Now()}, node: p.Spec.NodeName}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+					b.scheduled = c.LastTransitionTime.Time
 				}
 			}
-			o.mu.Unlock()
+			o.bound[p.Name] = b
 		}
-	}()
-	go func() {
-		for ev := range watches[2].ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || p.Spec.NodeName == "" {
-				continue
-			}
-			o.mu.Lock()
-			if _, seen := o.bound[p.Name]; !seen {
-				b := bind{mark: mark{rv: rvOf(p), seen: time.Now()}, node: p.Spec.NodeName}
-				for _, c := range p.Status.Conditions {
-					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-						b.scheduled = c.LastTransitionTime.Time
-					}
-				}
-				o.bound[p.Name] = b
-			}
-			o.mu.Unlock()
-		}
-	}()
+	})
 	return o
 }
 
