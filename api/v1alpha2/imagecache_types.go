@@ -13,10 +13,11 @@ const (
 )
 
 // CacheSpecImages is one list of images and the nodes they are cached on.
-// The images are named, found in the pods that fromPods selects, or both:
-// a list of the images a workload might roll out to beside the ones it runs
-// now is a usual mix.
-// +kubebuilder:validation:XValidation:rule="(has(self.images) && size(self.images) > 0) || has(self.fromPods)",message="a list needs images, fromPods, or both: name images to cache, or select the pods whose images to cache"
+// The images are named, found in the pods that fromPods selects, in the pod
+// templates of the workloads that fromWorkloads selects, or any mix: a list
+// of the images a workload might roll out to beside the ones it runs now is
+// a usual one.
+// +kubebuilder:validation:XValidation:rule="(has(self.images) && size(self.images) > 0) || has(self.fromPods) || has(self.fromWorkloads)",message="a list needs images, fromPods or fromWorkloads: name images to cache, or select the pods or workloads whose images to cache"
 type CacheSpecImages struct {
 	// Images to keep cached on every matching node.
 	// +optional
@@ -31,6 +32,13 @@ type CacheSpecImages struct {
 	// go: every container, init container and ephemeral container image.
 	// +optional
 	FromPods *FromPods `json:"fromPods,omitempty"`
+
+	// FromWorkloads caches the images of the pod templates of the
+	// Deployments, StatefulSets, DaemonSets and CronJobs it selects, as soon
+	// as a template changes: a paused or slow rollout finds its new images
+	// cached before its pods need them.
+	// +optional
+	FromWorkloads *FromWorkloads `json:"fromWorkloads,omitempty"`
 
 	// NodeSelector chooses the nodes of this list; all nodes when empty.
 	// +optional
@@ -58,6 +66,24 @@ type FromPods struct {
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	// PodSelector chooses the pods in those namespaces by their labels.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
+// FromWorkloads selects workloads (Deployments, StatefulSets, DaemonSets and
+// CronJobs) with the same two selectors as FromPods, and the same meaning of
+// absent and empty: the namespaceSelector picks namespaces by their labels,
+// the podSelector picks workloads by the labels of their pod template, the
+// labels their pods will carry, so that one selector serves a fromPods and a
+// fromWorkloads alike. Every image of a selected template (containers and
+// init containers; a CronJob's job template) is cached while the workload
+// exists, whether or not a pod runs it yet.
+type FromWorkloads struct {
+	// NamespaceSelector chooses the namespaces by their labels.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// PodSelector chooses the workloads in those namespaces by the labels of
+	// their pod template.
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 }
@@ -207,8 +233,9 @@ type ImageCacheStatus struct {
 	// +listType=map
 	// +listMapKey=reason
 	SkippedNodes []SkippedNodes `json:"skippedNodes,omitempty"`
-	// PodImages are the images the lists' fromPods found, as the cache holds
-	// them: by list, what is cached and which pods run it.
+	// PodImages are the images the lists' fromPods and fromWorkloads found,
+	// as the cache holds them: by list, what is cached and which pods and
+	// workloads name it.
 	// +optional
 	// +listType=map
 	// +listMapKey=list
@@ -216,7 +243,8 @@ type ImageCacheStatus struct {
 	// Conditions: Ready (every node a list selects holds every image: False
 	// with reason Failed when a pair failed, NodesSkipped when a node the
 	// pulls left out lacks an image) and Progressing (an operation runs),
-	// for GitOps tools; PodsResolved when a list has fromPods.
+	// for GitOps tools; PodsResolved when a list has fromPods or
+	// fromWorkloads.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -274,18 +302,21 @@ const ReadyReasonNodesSkipped = "NodesSkipped"
 const (
 	ConditionReady       = "Ready"
 	ConditionProgressing = "Progressing"
-	// ConditionPodsResolved is False while the pods of fromPods cannot be
-	// read: the named images are still cached, and those found before are
-	// kept.
+	// ConditionPodsResolved is False while the pods of fromPods or the
+	// workloads of fromWorkloads cannot be read: the named images are still
+	// cached, and those found before are kept.
 	ConditionPodsResolved = "PodsResolved"
 )
 
-// ListPodImages is what the fromPods of one list found.
+// ListPodImages is what the fromPods and fromWorkloads of one list found.
 type ListPodImages struct {
 	// List is the index of the list in spec.cacheSpec.
 	List int32 `json:"list"`
 	// Pods counts the pods selected.
 	Pods int32 `json:"pods"`
+	// Workloads counts the workloads fromWorkloads selected.
+	// +optional
+	Workloads int32 `json:"workloads,omitempty"`
 	// Count is the number of distinct images they run; Images holds at most
 	// MaxPodImages of all lists together, the rest are not cached (Omitted).
 	Count int32 `json:"count"`
@@ -296,19 +327,24 @@ type ListPodImages struct {
 	Images []PodImage `json:"images,omitempty"`
 }
 
-// PodImage is one image found in pods, and why it is cached.
+// PodImage is one image found in pods or workload templates, and why it is
+// cached.
 type PodImage struct {
-	// Image as the pods name it.
+	// Image as the pods or templates name it.
 	Image string `json:"image"`
 	// Pods counts the pods that run it.
 	Pods int32 `json:"pods"`
-	// UsedBy is one of them: namespace/kind/name of its controller (a
-	// ReplicaSet, a StatefulSet, a Job...), or namespace/Pod/name of a bare
-	// pod.
+	// Workloads counts the selected workloads whose template names it.
+	// +optional
+	Workloads int32 `json:"workloads,omitempty"`
+	// UsedBy is one of them: namespace/kind/name of a pod's controller (a
+	// ReplicaSet, a StatefulSet, a Job...), namespace/Pod/name of a bare
+	// pod, or namespace/kind/name of a workload (namespace/Deployment/web),
+	// the least of these names.
 	UsedBy string `json:"usedBy"`
 }
 
-// MaxPodImages bounds the pod images one cache follows. Each is a status
+// MaxPodImages bounds the pod and workload images one cache follows. Each is a status
 // entry of about 150 bytes, and the object must fit in etcd's 1.5 MiB beside
 // the named images (a spec of up to 256 KiB) and processedSpec's copy of them; 256
 // entries are about 40 KiB. A cluster running more distinct images is

@@ -520,7 +520,8 @@ func jobWatch(cfg *rest.Config, selector labels.Selector) (*jobwatch.Watch, erro
 	return jobwatch.New(cs, selector), nil
 }
 
-// podWatch watches every pod and namespace, for fromPods.
+// podWatch watches every pod, workload and namespace, for fromPods and
+// fromWorkloads.
 func podWatch(cfg *rest.Config) (*podwatch.Watch, error) {
 	cs, err := protobufClient(cfg)
 	if err != nil {

@@ -1,8 +1,8 @@
-// Package podimages decides which images the fromPods of a cache's lists
-// stand for, from the pods and namespaces as last seen, and how that record
-// changes the work of an operation. It is pure: the informers that feed it
-// live in podwatch, the operations that act on it in the imagecache
-// controller.
+// Package podimages decides which images the fromPods and fromWorkloads of a
+// cache's lists stand for, from the pods, workloads and namespaces as last
+// seen, and how that record changes the work of an operation. It is pure:
+// the informers that feed it live in podwatch, the operations that act on
+// it in the imagecache controller.
 package podimages
 
 import (
@@ -37,21 +37,27 @@ func Selectors(f *v1alpha2.FromPods) (ns labels.Selector, ownNamespace bool, pod
 	return ns, false, pods, nil
 }
 
-// Resolve finds, for each list with fromPods, the images of the pods it
-// selects: cacheNS is the ImageCache's namespace, namespaces the labels of
-// every namespace by name. Images are kept in list order, sorted within a
-// list, until MaxPodImages of the whole cache; the rest are counted as
-// omitted. An image a list also names in its images is left out: it is
-// cached already, and would be counted twice. The lists whose selectors
-// do not parse are returned in bad, by index, and contribute nothing.
-func Resolve(cacheNS string, lists []v1alpha2.CacheSpecImages, pods []*corev1.Pod, namespaces map[string]labels.Set) (out []v1alpha2.ListPodImages, bad map[int]error) {
+// Resolve finds, for each list with fromPods or fromWorkloads, the images
+// of the pods and of the workload templates it selects: cacheNS is the
+// ImageCache's namespace, namespaces the labels of every namespace by name.
+// Images are kept in list order, sorted within a list, until MaxPodImages
+// of the whole cache; the rest are counted as omitted. An image a list also
+// names in its images is left out: it is cached already, and would be
+// counted twice. The lists whose selectors do not parse are returned in
+// bad, by index, and contribute nothing; each error names its field
+// (fromPods.podSelector, fromWorkloads.namespaceSelector, ...).
+func Resolve(cacheNS string, lists []v1alpha2.CacheSpecImages, pods []*corev1.Pod, workloads []Workload, namespaces map[string]labels.Set) (out []v1alpha2.ListPodImages, bad map[int]error) {
 	room := v1alpha2.MaxPodImages
 	for i := range lists {
 		l := &lists[i]
-		if l.FromPods == nil {
+		if l.FromPods == nil && l.FromWorkloads == nil {
 			continue
 		}
-		nsSel, own, podSel, err := Selectors(l.FromPods)
+		podsIn, err := selection(l.FromPods, "fromPods", cacheNS, namespaces)
+		var workloadsIn func(ns string, lbls map[string]string) bool
+		if err == nil && l.FromWorkloads != nil {
+			workloadsIn, err = selection(asFromPods(l.FromWorkloads), "fromWorkloads", cacheNS, namespaces)
+		}
 		if err != nil {
 			if bad == nil {
 				bad = map[int]error{}
@@ -64,32 +70,15 @@ func Resolve(cacheNS string, lists []v1alpha2.CacheSpecImages, pods []*corev1.Po
 			named[Key(img)] = true
 		}
 		type found struct {
-			image  string
-			pods   int32
-			usedBy string
+			image           string
+			pods, workloads int32
+			usedBy          string
 		}
 		byKey := map[string]*found{}
-		selected := int32(0)
-		for _, p := range pods {
-			if p.Labels[jobs.LabelManager] == jobs.LabelManagerValue {
-				continue // our own pull Jobs
-			}
-			if own && p.Namespace != cacheNS {
-				continue
-			}
-			if !own {
-				nsLabels, known := namespaces[p.Namespace]
-				if !known || !nsSel.Matches(nsLabels) {
-					continue
-				}
-			}
-			if !podSel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			selected++
-			user := UsedBy(p)
+		// add counts one pod or workload, user, for each image it names.
+		add := func(user string, isPod bool, imgs []string) {
 			seen := map[string]bool{}
-			for _, img := range Of(p) {
+			for _, img := range imgs {
 				k := Key(img)
 				if named[k] || seen[k] {
 					continue
@@ -100,7 +89,11 @@ func Resolve(cacheNS string, lists []v1alpha2.CacheSpecImages, pods []*corev1.Po
 					f = &found{image: img, usedBy: user}
 					byKey[k] = f
 				}
-				f.pods++
+				if isPod {
+					f.pods++
+				} else {
+					f.workloads++
+				}
 				// The least name, so that the status does not change with
 				// the order pods are listed in.
 				if user < f.usedBy {
@@ -111,7 +104,27 @@ func Resolve(cacheNS string, lists []v1alpha2.CacheSpecImages, pods []*corev1.Po
 				}
 			}
 		}
-		rec := v1alpha2.ListPodImages{List: int32(i), Pods: selected, Count: int32(len(byKey))}
+		rec := v1alpha2.ListPodImages{List: int32(i)}
+		if podsIn != nil {
+			for _, p := range pods {
+				if p.Labels[jobs.LabelManager] == jobs.LabelManagerValue {
+					continue // our own pull Jobs
+				}
+				if podsIn(p.Namespace, p.Labels) {
+					rec.Pods++
+					add(UsedBy(p), true, Of(p))
+				}
+			}
+		}
+		if workloadsIn != nil {
+			for _, w := range workloads {
+				if workloadsIn(w.Namespace, w.Labels) {
+					rec.Workloads++
+					add(w.UsedBy(), false, w.Images)
+				}
+			}
+		}
+		rec.Count = int32(len(byKey))
 		keys := make([]string, 0, len(byKey))
 		for k := range byKey {
 			keys = append(keys, k)
@@ -124,11 +137,34 @@ func Resolve(cacheNS string, lists []v1alpha2.CacheSpecImages, pods []*corev1.Po
 			}
 			room--
 			f := byKey[k]
-			rec.Images = append(rec.Images, v1alpha2.PodImage{Image: f.image, Pods: f.pods, UsedBy: f.usedBy})
+			rec.Images = append(rec.Images, v1alpha2.PodImage{Image: f.image, Pods: f.pods, Workloads: f.workloads, UsedBy: f.usedBy})
 		}
 		out = append(out, rec)
 	}
 	return out, bad
+}
+
+// selection turns the selectors of a fromPods (or of a fromWorkloads, read
+// as one) into a test of an object's namespace and labels; nil when f is.
+// An error names field.
+func selection(f *v1alpha2.FromPods, field, cacheNS string, namespaces map[string]labels.Set) (func(ns string, lbls map[string]string) bool, error) {
+	if f == nil {
+		return nil, nil
+	}
+	nsSel, own, sel, err := Selectors(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s.%w", field, err)
+	}
+	return func(ns string, lbls map[string]string) bool {
+		if own {
+			if ns != cacheNS {
+				return false
+			}
+		} else if nsLabels, known := namespaces[ns]; !known || !nsSel.Matches(nsLabels) {
+			return false
+		}
+		return sel.Matches(labels.Set(lbls))
+	}, nil
 }
 
 // Of lists the images a pod runs or may run: containers, init containers
@@ -234,10 +270,25 @@ func Gained(was, now []v1alpha2.ListPodImages) bool {
 	return false
 }
 
-// Uses says whether a list of the spec has fromPods.
+// Uses says whether a list of the spec has fromPods or fromWorkloads.
 func Uses(spec *v1alpha2.ImageCacheSpec) bool {
+	return UsesPods(spec) || UsesWorkloads(spec)
+}
+
+// UsesPods says whether a list of the spec has fromPods.
+func UsesPods(spec *v1alpha2.ImageCacheSpec) bool {
 	for i := range spec.CacheSpec {
 		if spec.CacheSpec[i].FromPods != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// UsesWorkloads says whether a list of the spec has fromWorkloads.
+func UsesWorkloads(spec *v1alpha2.ImageCacheSpec) bool {
+	for i := range spec.CacheSpec {
+		if spec.CacheSpec[i].FromWorkloads != nil {
 			return true
 		}
 	}

@@ -137,7 +137,7 @@ func TestResolve(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			rec, bad := Resolve("shop", tc.lists, pods, namespaces)
+			rec, bad := Resolve("shop", tc.lists, pods, nil, namespaces)
 			g.Expect(found(rec)).To(Equal(tc.want))
 			if tc.bad == "" {
 				g.Expect(bad).To(BeEmpty())
@@ -158,7 +158,7 @@ func TestResolveBounded(t *testing.T) {
 		pods = append(pods, pod("shop", fmt.Sprintf("p%03d", i), "", nil, fmt.Sprintf("app-%03d:v1", i)))
 	}
 	lists := []v1alpha2.CacheSpecImages{{FromPods: &v1alpha2.FromPods{}}, {FromPods: &v1alpha2.FromPods{}}}
-	rec, bad := Resolve("shop", lists, pods, namespaces)
+	rec, bad := Resolve("shop", lists, pods, nil, namespaces)
 	g.Expect(bad).To(BeEmpty())
 	g.Expect(rec).To(HaveLen(2))
 	g.Expect(rec[0].Count).To(BeEquivalentTo(v1alpha2.MaxPodImages + 10))

@@ -86,6 +86,7 @@ func TestFirstImageCacheExampleWorksAnywhere(t *testing.T) {
 		}
 		g.Expect(list.Tolerations).To(BeEmpty(), "%s list %d is for tainted nodes", name, i)
 		g.Expect(list.FromPods).To(BeNil(), "%s list %d depends on the pods running", name, i)
+		g.Expect(list.FromWorkloads).To(BeNil(), "%s list %d depends on the workloads there are", name, i)
 		g.Expect(list.Images).NotTo(BeEmpty(), "%s list %d", name, i)
 		for _, s := range list.Images {
 			ref, err := images.Parse(s)

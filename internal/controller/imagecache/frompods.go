@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,12 +29,17 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/podwatch"
 )
 
-// PodIndex is what the reconciler reads of the cluster's pods for fromPods:
-// podwatch in the controller, a stand-in in unit tests.
+// PodIndex is what the reconciler reads of the cluster's pods for fromPods
+// and of its workloads for fromWorkloads: podwatch in the controller, a
+// stand-in in unit tests.
 type PodIndex interface {
 	// Snapshot returns the pods and every namespace's labels as last seen,
 	// or why they cannot be read (podwatch.ErrNotSynced at first).
 	Snapshot() ([]*corev1.Pod, map[string]labels.Set, error)
+	// Workloads returns the workloads' pod templates and every namespace's
+	// labels as last seen, or why they cannot be read, as Snapshot does.
+	Workloads() ([]podimages.Workload, map[string]labels.Set, error)
+	// Sources feed the events of pods, workloads and namespaces.
 	Sources(h handler.EventHandler, preds ...predicate.Predicate) []source.Source
 }
 
@@ -43,6 +50,7 @@ const (
 	podsResolved       = "Resolved"
 	podsNotListedYet   = "PodsNotListedYet"
 	podsUnreadable     = "PodsUnreadable"
+	workloadsUnread    = "WorkloadsUnreadable"
 	podsNoWatch        = "NoPodWatch"
 	podsBadSelector    = "InvalidSelector"
 	podsImagesDropped  = "PodImagesDropped"
@@ -66,25 +74,48 @@ func (r *Reconciler) resolvePods(cache *v1alpha2.ImageCache) podsResult {
 	held := cache.Status.PodImages
 	cond := metav1.Condition{Type: v1alpha2.ConditionPodsResolved, Status: metav1.ConditionFalse, ObservedGeneration: cache.Generation}
 	if r.Pods == nil {
-		cond.Reason, cond.Message = podsNoWatch, "this controller was started without a pod watch: fromPods is not followed"
+		cond.Reason, cond.Message = podsNoWatch, "this controller was started without a pod watch: fromPods and fromWorkloads are not followed"
 		return podsResult{record: held, cond: cond}
 	}
-	pods, namespaces, err := r.Pods.Snapshot()
-	if err != nil {
+	usesPods, usesWorkloads := podimages.UsesPods(&cache.Spec), podimages.UsesWorkloads(&cache.Spec)
+	var (
+		pods                 []*corev1.Pod
+		workloads            []podimages.Workload
+		namespaces           map[string]labels.Set
+		podsErr, workloadErr error
+	)
+	if usesPods {
+		pods, namespaces, podsErr = r.Pods.Snapshot()
+	}
+	if usesWorkloads {
+		workloads, namespaces, workloadErr = r.Pods.Workloads()
+	}
+	if podsErr != nil || workloadErr != nil {
 		out := podsResult{record: held, cond: cond, retry: podsRetryUnread}
-		if errors.Is(err, podwatch.ErrNotSynced) {
-			out.cond.Reason, out.cond.Message, out.retry = podsNotListedYet, err.Error(), podsRetryNotListed
-		} else {
+		var why []string
+		if podsErr != nil && !errors.Is(podsErr, podwatch.ErrNotSynced) {
 			out.cond.Reason = podsUnreadable
-			out.cond.Message = "the controller cannot read the pods fromPods selects; the images found before stay cached: " + err.Error()
+			why = append(why, "the controller cannot read the pods fromPods selects; the images found before stay cached: "+podsErr.Error())
 		}
+		if workloadErr != nil && !errors.Is(workloadErr, podwatch.ErrNotSynced) {
+			if out.cond.Reason == "" {
+				out.cond.Reason = workloadsUnread
+			}
+			why = append(why, "the controller cannot read the workloads fromWorkloads selects; the images found before stay cached: "+workloadErr.Error())
+		}
+		if len(why) == 0 {
+			// Only still listing, for podwatch.SyncGrace at most.
+			out.cond.Reason, out.cond.Message, out.retry = podsNotListedYet, errors.Join(podsErr, workloadErr).Error(), podsRetryNotListed
+			return out
+		}
+		out.cond.Message = strings.Join(why, "; ")
 		return out
 	}
-	record, bad := podimages.Resolve(cache.Namespace, cache.Spec.CacheSpec, pods, namespaces)
+	record, bad := podimages.Resolve(cache.Namespace, cache.Spec.CacheSpec, pods, workloads, namespaces)
 	if len(bad) > 0 {
 		var why []string
 		for i, err := range bad {
-			why = append(why, fmt.Sprintf("cacheSpec[%d].fromPods.%v", i, err))
+			why = append(why, fmt.Sprintf("cacheSpec[%d].%v", i, err))
 			for _, h := range held {
 				if int(h.List) == i {
 					record = append(record, h)
@@ -96,14 +127,22 @@ func (r *Reconciler) resolvePods(cache *v1alpha2.ImageCache) podsResult {
 		cond.Reason, cond.Message = podsBadSelector, strings.Join(why, "; ")
 		return podsResult{record: record, cond: cond}
 	}
-	var npods, nimages, omitted int32
+	var npods, nworkloads, nimages, omitted int32
 	for _, l := range record {
 		npods += l.Pods
+		nworkloads += l.Workloads
 		nimages += int32(len(l.Images))
 		omitted += l.Omitted
 	}
+	var selected []string
+	if usesPods {
+		selected = append(selected, fmt.Sprintf("%d pod(s)", npods))
+	}
+	if usesWorkloads {
+		selected = append(selected, fmt.Sprintf("%d workload(s)", nworkloads))
+	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, podsResolved
-	cond.Message = fmt.Sprintf("%d pod(s) selected, %d image(s) cached for them", npods, nimages)
+	cond.Message = fmt.Sprintf("%s selected, %d image(s) cached for them", strings.Join(selected, " and "), nimages)
 	if omitted > 0 {
 		cond.Message += fmt.Sprintf("; %d more not cached, over the limit of %d per ImageCache: split the pods over several caches",
 			omitted, v1alpha2.MaxPodImages)
@@ -112,7 +151,7 @@ func (r *Reconciler) resolvePods(cache *v1alpha2.ImageCache) podsResult {
 }
 
 // setPodsCondition sets PodsResolved, or removes it from a cache without
-// fromPods, and says whether it changed (its time aside).
+// fromPods or fromWorkloads, and says whether it changed (its time aside).
 func setPodsCondition(st *v1alpha2.ImageCacheStatus, uses bool, cond metav1.Condition) bool {
 	if !uses {
 		return meta.RemoveStatusCondition(&st.Conditions, v1alpha2.ConditionPodsResolved)
@@ -135,9 +174,10 @@ func (r *Reconciler) podsOf(cache *v1alpha2.ImageCache, kind plan.Operation) ([]
 	return res.record, &res
 }
 
-// followPods keeps a cache with fromPods level with its pods when no
-// operation is due: an image the pods gained starts an update, which pulls
-// it; an image they no longer run only leaves the record, without a Job. A
+// followPods keeps a cache with fromPods or fromWorkloads level with its
+// pods and workload templates when no operation is due: an image they
+// gained starts an update, which pulls it; an image none names any more
+// only leaves the record, without a Job. A
 // purged cache follows nothing until its spec changes or it is refreshed,
 // as it pulls nothing else. started says that an operation began.
 func (r *Reconciler) followPods(ctx context.Context, cache *v1alpha2.ImageCache) (res ctrl.Result, started bool, err error) {
@@ -175,7 +215,7 @@ func (r *Reconciler) followPods(ctx context.Context, cache *v1alpha2.ImageCache)
 		}
 		if len(dropped) > 0 {
 			r.Recorder.Event(cache, corev1.EventTypeNormal, podsImagesDropped,
-				"no selected pod runs these any more; they are no longer cached, and stay on the nodes until a purge or the kubelet's garbage collection: "+strings.Join(dropped, ", "))
+				"no selected pod runs these any more, nor does a selected workload's template name them; they are no longer cached, and stay on the nodes until a purge or the kubelet's garbage collection: "+strings.Join(dropped, ", "))
 		}
 		if uses && !pods.ok() && wasReason != pods.cond.Reason {
 			r.Recorder.Event(cache, corev1.EventTypeWarning, pods.cond.Reason, pods.cond.Message)
@@ -201,11 +241,16 @@ func lost(was, now []v1alpha2.ListPodImages) []string {
 	return out
 }
 
-// podChanges lets through the pod and namespace events that can change
-// what fromPods finds: one comes or goes, or its labels or images change.
-// Status updates, most of a pod's events, are ignored.
+// podChanges lets through the pod, workload and namespace events that can
+// change what fromPods and fromWorkloads find: one comes or goes, or its
+// labels or images (a workload's template's) change. Status updates, most
+// of a pod's and a workload's events, are ignored.
 func podChanges() predicate.Predicate {
 	return changes(passes{creates: true, deletes: true}, func(o, n client.Object) bool {
+		if ow, ok := podimages.WorkloadOf(o); ok || isWorkload(o) {
+			nw, nok := podimages.WorkloadOf(n)
+			return ok != nok || !reflect.DeepEqual(ow, nw)
+		}
 		if !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) {
 			return true
 		}
@@ -215,12 +260,36 @@ func podChanges() predicate.Predicate {
 	})
 }
 
-// cachesForPods maps a pod or namespace event to the caches whose fromPods
-// may select it: a pod in the cache's namespace, or in any namespace when a
-// list has a namespaceSelector. The reconcile resolves them exactly.
+// isWorkload says whether obj is of a kind fromWorkloads follows, even
+// one WorkloadOf passes over because it is being deleted.
+func isWorkload(obj client.Object) bool {
+	switch obj.(type) {
+	case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet, *batchv1.CronJob:
+		return true
+	}
+	return false
+}
+
+// cachesForPods maps a pod, workload or namespace event to the caches
+// whose fromPods or fromWorkloads may select it: a pod or workload in the
+// cache's namespace, or in any namespace when the list's selection has a
+// namespaceSelector. The reconcile resolves them exactly.
 func (r *Reconciler) cachesForPods(ctx context.Context, obj client.Object) []reconcile.Request {
 	_, isNamespace := obj.(*corev1.Namespace)
+	workload := isWorkload(obj)
 	return r.cachesWhere(ctx, func(c *v1alpha2.ImageCache, l *v1alpha2.CacheSpecImages) bool {
-		return l.FromPods != nil && (l.FromPods.NamespaceSelector != nil || (!isNamespace && obj.GetNamespace() == c.Namespace))
+		var nsSel *metav1.LabelSelector
+		switch {
+		case isNamespace:
+			return (l.FromPods != nil && l.FromPods.NamespaceSelector != nil) ||
+				(l.FromWorkloads != nil && l.FromWorkloads.NamespaceSelector != nil)
+		case workload && l.FromWorkloads != nil:
+			nsSel = l.FromWorkloads.NamespaceSelector
+		case !workload && l.FromPods != nil:
+			nsSel = l.FromPods.NamespaceSelector
+		default:
+			return false
+		}
+		return nsSel != nil || obj.GetNamespace() == c.Namespace
 	})
 }

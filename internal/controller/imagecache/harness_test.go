@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -40,6 +41,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/podimages"
 )
 
 const testNS = "apps"
@@ -196,6 +198,8 @@ func (jobIndex) Source(handler.EventHandler) source.SyncingSource { return nil }
 type podIndex struct {
 	api client.Client
 	err error
+	// workloadErr is what Workloads answers, when set.
+	workloadErr error
 }
 
 func (p *podIndex) Snapshot() ([]*corev1.Pod, map[string]labels.Set, error) {
@@ -213,6 +217,49 @@ func (p *podIndex) Snapshot() ([]*corev1.Pod, map[string]labels.Set, error) {
 	out := make([]*corev1.Pod, len(pods.Items))
 	for i := range pods.Items {
 		out[i] = &pods.Items[i]
+	}
+	labelsOf := map[string]labels.Set{}
+	for _, n := range nss.Items {
+		labelsOf[n.Name] = n.Labels
+	}
+	return out, labelsOf, nil
+}
+
+// Workloads reads the Deployments, StatefulSets, DaemonSets and CronJobs
+// and the namespaces straight from the fake API server, as podwatch's
+// informers would hold them.
+func (p *podIndex) Workloads() ([]podimages.Workload, map[string]labels.Set, error) {
+	if p.workloadErr != nil {
+		return nil, nil, p.workloadErr
+	}
+	var objs []any
+	deployments, statefulSets, daemonSets, cronJobs := &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}, &batchv1.CronJobList{}
+	for _, l := range []client.ObjectList{deployments, statefulSets, daemonSets, cronJobs} {
+		if err := p.api.List(context.Background(), l); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i := range deployments.Items {
+		objs = append(objs, &deployments.Items[i])
+	}
+	for i := range statefulSets.Items {
+		objs = append(objs, &statefulSets.Items[i])
+	}
+	for i := range daemonSets.Items {
+		objs = append(objs, &daemonSets.Items[i])
+	}
+	for i := range cronJobs.Items {
+		objs = append(objs, &cronJobs.Items[i])
+	}
+	var out []podimages.Workload
+	for _, o := range objs {
+		if w, ok := podimages.WorkloadOf(o); ok {
+			out = append(out, w)
+		}
+	}
+	nss := &corev1.NamespaceList{}
+	if err := p.api.List(context.Background(), nss); err != nil {
+		return nil, nil, err
 	}
 	labelsOf := map[string]labels.Set{}
 	for _, n := range nss.Items {

@@ -98,7 +98,7 @@ func badCases() []badCase {
 			`spec.imagePullSecrets[0].name: Invalid value: "A"`}},
 		// The CRD's schema answers these before the webhook is called.
 		{name: "empty image list", schema: true, mutate: set(0, []string{}...), want: []string{
-			`spec.cacheSpec[0]: Invalid value: a list needs images, fromPods, or both`}},
+			`spec.cacheSpec[0]: Invalid value: a list needs images, fromPods or fromWorkloads`}},
 		{name: "empty image", schema: true, mutate: set(0, "nginx", ""), want: []string{
 			`spec.cacheSpec[0].images[1]: Invalid value: "": spec.cacheSpec[0].images[1] in body should be at least 1 chars long`}},
 		// Updates of a stored good ImageCache.

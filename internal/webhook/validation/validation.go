@@ -130,28 +130,32 @@ func validateCacheSpec(spec *v1alpha2.ImageCacheSpec) field.ErrorList {
 	for i := range spec.CacheSpec {
 		p := cacheSpecPath.Index(i)
 		l := &spec.CacheSpec[i]
-		if l.FromPods == nil || len(l.Images) > 0 {
-			errs = append(errs, validateImages(l.Images, p.Child("images"), l.FromPods == nil)...)
+		followed := l.FromPods != nil || l.FromWorkloads != nil
+		if !followed || len(l.Images) > 0 {
+			errs = append(errs, validateImages(l.Images, p.Child("images"), !followed)...)
 		}
-		errs = append(errs, validateFromPods(l.FromPods, p.Child("fromPods"))...)
+		if l.FromPods != nil {
+			errs = append(errs, validateSelectors(l.FromPods.NamespaceSelector, l.FromPods.PodSelector, p.Child("fromPods"))...)
+		}
+		if l.FromWorkloads != nil {
+			errs = append(errs, validateSelectors(l.FromWorkloads.NamespaceSelector, l.FromWorkloads.PodSelector, p.Child("fromWorkloads"))...)
+		}
 		errs = append(errs, validateNodeSelector(l.NodeSelector, p.Child("nodeSelector"))...)
 	}
 	return errs
 }
 
-// validateFromPods checks both selectors as the API server checks a
-// Deployment's: operators In, NotIn, Exists and DoesNotExist, valid keys and
-// values, values only for In and NotIn.
-func validateFromPods(f *v1alpha2.FromPods, p *field.Path) field.ErrorList {
-	if f == nil {
-		return nil
-	}
+// validateSelectors checks the two selectors of a fromPods or a
+// fromWorkloads as the API server checks a Deployment's: operators In,
+// NotIn, Exists and DoesNotExist, valid keys and values, values only for In
+// and NotIn.
+func validateSelectors(namespaces, pods *metav1.LabelSelector, p *field.Path) field.ErrorList {
 	opts := metav1validation.LabelSelectorValidationOptions{}
 	var errs field.ErrorList
 	for _, sel := range []struct {
 		s    *metav1.LabelSelector
 		name string
-	}{{f.NamespaceSelector, "namespaceSelector"}, {f.PodSelector, "podSelector"}} {
+	}{{namespaces, "namespaceSelector"}, {pods, "podSelector"}} {
 		for _, e := range metav1validation.ValidateLabelSelector(sel.s, opts, p.Child(sel.name)) {
 			e.Detail += selectorHint
 			errs = append(errs, e)
@@ -167,11 +171,11 @@ const selectorHint = `; a label selector is {"matchLabels": {"app": "web"}} and/
 // validateImages rejects invalid references and duplicates. Two entries are
 // duplicates when they name the same content after normalisation (nginx and
 // docker.io/library/nginx:latest), since both would pull the same image.
-// A list without fromPods needs an image.
+// A list without fromPods or fromWorkloads needs an image.
 func validateImages(list []string, p *field.Path, required bool) field.ErrorList {
 	if len(list) == 0 && required {
 		return field.ErrorList{field.Invalid(p, []string{},
-			`list at least one image, e.g. ["nginx:1.27"], or select pods whose images to cache with fromPods`)}
+			`list at least one image, e.g. ["nginx:1.27"], or select pods whose images to cache with fromPods, or workloads with fromWorkloads`)}
 	}
 	var errs field.ErrorList
 	type seen struct {
@@ -282,6 +286,7 @@ func specEqual(a, b *v1alpha2.ImageCacheSpec) bool {
 		if !equalStrings(a.CacheSpec[i].Images, b.CacheSpec[i].Images) ||
 			!maps.Equal(a.CacheSpec[i].NodeSelector, b.CacheSpec[i].NodeSelector) ||
 			!reflect.DeepEqual(a.CacheSpec[i].FromPods, b.CacheSpec[i].FromPods) ||
+			!reflect.DeepEqual(a.CacheSpec[i].FromWorkloads, b.CacheSpec[i].FromWorkloads) ||
 			!tolerationsEqual(a.CacheSpec[i].Tolerations, b.CacheSpec[i].Tolerations) {
 			return false
 		}

@@ -70,7 +70,7 @@ func TestValidateCreate(t *testing.T) {
 		{Name: "no lists", Mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec = nil },
 			Want: []string{`spec.cacheSpec: Invalid value: []: list at least one entry`}},
 		{Name: "empty image list", Mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[1].Images = nil },
-			Want: []string{`spec.cacheSpec[1].images: Invalid value: []: list at least one image, e.g. ["nginx:1.27"], or select pods whose images to cache with fromPods`}},
+			Want: []string{`spec.cacheSpec[1].images: Invalid value: []: list at least one image, e.g. ["nginx:1.27"], or select pods whose images to cache with fromPods, or workloads with fromWorkloads`}},
 		{Name: "fromPods instead of images", Mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[1].Images = nil
 			ic.Spec.CacheSpec[1].FromPods = &v1alpha2.FromPods{
@@ -81,6 +81,18 @@ func TestValidateCreate(t *testing.T) {
 		}},
 		{Name: "fromPods beside images, selectors empty", Mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{NamespaceSelector: &metav1.LabelSelector{}}
+		}},
+		{Name: "fromWorkloads instead of images", Mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[1].Images = nil
+			ic.Spec.CacheSpec[1].FromWorkloads = &v1alpha2.FromWorkloads{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}},
+				PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"batch"}}}},
+			}
+		}},
+		{Name: "fromWorkloads beside fromPods and images, selectors absent", Mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{}
+			ic.Spec.CacheSpec[0].FromWorkloads = &v1alpha2.FromWorkloads{}
 		}},
 		{Name: "empty reference", Mutate: func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].Images[1] = "" },
 			Want: []string{`spec.cacheSpec[0].images[1]: Invalid value: "": an image reference must not be empty; use [registry[:port]/]repository`}},

@@ -126,13 +126,22 @@ func scale(g Gomega, d *appsv1.Deployment, replicas int32) {
 }
 
 // podImages renders status.podImages of the cache's one list: its counts,
-// then "image pods usedBy" per image.
+// then "image pods usedBy" per image; a list that counts workloads
+// (fromWorkloads) says how many, and "image pods workloads usedBy".
 func podImages(c *v1alpha2.ImageCache) []string {
 	var out []string
 	for _, l := range c.Status.PodImages {
-		out = append(out, fmt.Sprintf("%d pods, %d images", l.Pods, l.Count))
+		if l.Workloads == 0 {
+			out = append(out, fmt.Sprintf("%d pods, %d images", l.Pods, l.Count))
+		} else {
+			out = append(out, fmt.Sprintf("%d pods, %d workloads, %d images", l.Pods, l.Workloads, l.Count))
+		}
 		for _, img := range l.Images {
-			out = append(out, fmt.Sprintf("%s %d %s", img.Image, img.Pods, img.UsedBy))
+			if l.Workloads == 0 {
+				out = append(out, fmt.Sprintf("%s %d %s", img.Image, img.Pods, img.UsedBy))
+			} else {
+				out = append(out, fmt.Sprintf("%s %d %d %s", img.Image, img.Pods, img.Workloads, img.UsedBy))
+			}
 		}
 	}
 	return out

@@ -98,7 +98,7 @@ func hostileImageCaches() []hostile {
 	add("spec is a string", bySchema, 422, `"nginx"`, `spec: Invalid value: "string": spec in body must be of type object`)
 	raw("spec is missing", bySchema, 422, `{"apiVersion":"kubefledged.io/v1alpha2","kind":"ImageCache","metadata":{"name":"h-nospec"}}`, `spec: Required value`)
 	add("cacheSpec is missing", bySchema, 422, `{}`, `spec.cacheSpec: Required value`)
-	add("images are missing", bySchema, 422, `{"cacheSpec":[{}]}`, `spec.cacheSpec[0]: Invalid value: a list needs images, fromPods, or both`)
+	add("images are missing", bySchema, 422, `{"cacheSpec":[{}]}`, `spec.cacheSpec[0]: Invalid value: a list needs images, fromPods or fromWorkloads`)
 
 	// Sizes: every list and string is bounded, so no one cache can hold the
 	// controller (or etcd) hostage.

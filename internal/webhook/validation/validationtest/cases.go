@@ -57,6 +57,9 @@ func Rejected() []Case {
 		return v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: op, Values: []string{"web"}}}}}
 	}
+	fromWorkloads := func(f v1alpha2.FromWorkloads) func(*v1alpha2.ImageCache) {
+		return func(ic *v1alpha2.ImageCache) { ic.Spec.CacheSpec[0].FromWorkloads = &f }
+	}
 	pullSecret := func(name string) func(*v1alpha2.ImageCache) {
 		return func(ic *v1alpha2.ImageCache) { ic.Spec.ImagePullSecrets[0].Name = name }
 	}
@@ -100,6 +103,17 @@ func Rejected() []Case {
 			`spec.cacheSpec[0].fromPods.namespaceSelector.matchLabels: Invalid value: "bad key": name part must consist of`}},
 		{Name: "fromPods Exists with values", Mutate: fromPods(podExpr(metav1.LabelSelectorOpExists)), Want: []string{
 			`spec.cacheSpec[0].fromPods.podSelector.matchExpressions[0].values: Forbidden: may not be specified when `}},
+		{Name: "fromWorkloads with a bad images entry still checks it", Mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.CacheSpec[0].FromWorkloads = &v1alpha2.FromWorkloads{}
+			ic.Spec.CacheSpec[0].Images = []string{"NGINX"}
+		}, Want: []string{`spec.cacheSpec[0].images[0]: Invalid value: "NGINX": not a valid image reference`}},
+		{Name: "fromWorkloads selector with an unknown operator", Mutate: fromWorkloads(v1alpha2.FromWorkloads{PodSelector: podExpr("Equals").PodSelector}), Want: []string{
+			`spec.cacheSpec[0].fromWorkloads.podSelector.matchExpressions[0].operator: Invalid value: "Equals": not a valid selector operator; a label selector is {"matchLabels"`}},
+		{Name: "fromWorkloads selector with a bad label key", Mutate: fromWorkloads(v1alpha2.FromWorkloads{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"bad key": "x"}}}), Want: []string{
+			`spec.cacheSpec[0].fromWorkloads.namespaceSelector.matchLabels: Invalid value: "bad key": name part must consist of`}},
+		{Name: "fromWorkloads DoesNotExist with values", Mutate: fromWorkloads(v1alpha2.FromWorkloads{PodSelector: podExpr(metav1.LabelSelectorOpDoesNotExist).PodSelector}), Want: []string{
+			`spec.cacheSpec[0].fromWorkloads.podSelector.matchExpressions[0].values: Forbidden: may not be specified when `}},
 		{Name: "pull secret name upper case", Mutate: pullSecret("RegCred"), Want: []string{
 			`spec.imagePullSecrets[0].name: Invalid value: "RegCred": not a valid Secret name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters`}},
 		{Name: "pull secret name with underscore", Mutate: pullSecret("reg_cred"), Want: []string{
