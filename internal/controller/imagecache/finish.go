@@ -347,7 +347,7 @@ func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, ki
 // `kubectl get jobs -l`, until their pair runs again (deleteReplacedJobs) or
 // the controller restarts.
 func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
-	if !r.Config.KeepLatestJobs {
+	if r.Config.Retention == jobs.RetainNone {
 		if !op.sweep {
 			return nil
 		}

@@ -20,7 +20,7 @@ import (
 // cache keeps at most one Job per pair, the latest; a restart's clean-up
 // still deletes them all.
 func (r *Reconciler) deleteReplacedJobs(ctx context.Context, cache *v1alpha2.ImageCache, work []jobs.Work) error {
-	if !r.Config.KeepLatestJobs || len(work) == 0 {
+	if r.Config.Retention == jobs.RetainNone || len(work) == 0 {
 		return nil
 	}
 	pairs := make(map[string]bool, len(work))

@@ -40,7 +40,7 @@ func TestRetainedJobReplacedOnlyForItsPair(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{KeepLatestJobs: true}, node("a"), node("b"), imageCache("c", img))
+			h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("a"), node("b"), imageCache("c", img))
 			h.succeed("c")
 			kept := map[string]string{} // node -> kept Job
 			for _, j := range h.jobs("c") {
