@@ -42,7 +42,7 @@ type Config struct {
 	RefreshEvery time.Duration
 	// Retention is --job-retention-policy: whether settled Jobs go at once
 	// (jobs.RetainNone, the zero value) or stay for the user to read
-	// (jobs.Retain) until their pair runs again (deleteReplacedJobs).
+	// (jobs.Retain) until their pair runs again (retention.go).
 	Retention jobs.Retention
 	// AlwaysPull is --image-pull-policy=Always.
 	AlwaysPull bool
