@@ -69,6 +69,38 @@ func (e *Enum) Set(s string) error {
 	return fmt.Errorf("%q is not allowed: use one of %s", s, strings.Join(e.Allowed, ", "))
 }
 
+// Choice binds a flag to a typed setting, *p, whose words parse reads (and
+// refuses with its own message); the setting's String gives them back. The
+// setting keeps its own type from the flag to where it is read, and its zero
+// value is the flag's default.
+func Choice[T fmt.Stringer](p *T, parse func(string) (T, error)) flag.Value {
+	return &choice[T]{p: p, parse: parse}
+}
+
+type choice[T fmt.Stringer] struct {
+	p     *T
+	parse func(string) (T, error)
+}
+
+// String is "" for a choice bound to nothing: --help prints "(default X)"
+// only when the zero flag value it builds to compare with prints otherwise,
+// and the zero value of a setting prints its default.
+func (c *choice[T]) String() string {
+	if c.p == nil {
+		return ""
+	}
+	return (*c.p).String()
+}
+
+func (c *choice[T]) Set(s string) error {
+	v, err := c.parse(s)
+	if err != nil {
+		return err
+	}
+	*c.p = v
+	return nil
+}
+
 // Duration is a time.Duration flag that refuses negative values and, when
 // Min is set, values below it (zero stays allowed when ZeroOK is true).
 type Duration struct {

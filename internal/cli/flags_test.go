@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +64,57 @@ func TestQuantity(t *testing.T) {
 	g.Expect(Parse(fs, []string{"--cpu="})).To(Succeed())
 	g.Expect(q.Value).To(BeNil())
 	g.Expect(Parse(fs, []string{"--cpu=lots"})).To(MatchError(`invalid value "lots" for flag --cpu: "lots" is not a resource quantity: use e.g. 100m or 0.5 for CPU, 128Mi or 1Gi for memory`))
+}
+
+// shade is a typed setting whose zero value, dark, is its default.
+type shade int
+
+func (s shade) String() string { return [...]string{"dark", "light"}[s] }
+
+func parseShade(s string) (shade, error) {
+	switch s {
+	case "dark":
+		return 0, nil
+	case "light":
+		return 1, nil
+	}
+	return 0, fmt.Errorf("%q is not allowed: use one of dark, light", s)
+}
+
+func TestChoice(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    shade
+		wantErr string
+	}{
+		{name: "default", want: 0},
+		{name: "set", args: []string{"--shade=light"}, want: 1},
+		{name: "bad", args: []string{"--shade=grey"}, wantErr: `invalid value "grey" for flag --shade: "grey" is not allowed: use one of dark, light`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var s shade
+			fs := NewFlagSet("test")
+			fs.Var(Choice(&s, parseShade), "shade", "how it looks")
+			err := Parse(fs, c.args)
+			if c.wantErr != "" {
+				g.Expect(err).To(MatchError(c.wantErr))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s).To(Equal(c.want))
+		})
+	}
+}
+
+// TestChoiceUsage: --help names the default, the zero value's word.
+func TestChoiceUsage(t *testing.T) {
+	var s shade
+	fs := NewFlagSet("test")
+	fs.Var(Choice(&s, parseShade), "shade", "how it looks")
+	var b strings.Builder
+	Usage(fs, &b)
+	NewWithT(t).Expect(b.String()).To(ContainSubstring("how it looks (default dark)"))
 }

@@ -56,11 +56,12 @@ type ControllerOptions struct {
 	DeleteJobNamespace      string
 	DeleteJobServiceAccount string
 	PriorityClassName       string
-	Retention               *cli.Enum
-	CRISocketPath           string
-	HelperImage             string
-	Kubeconfig              string
-	Master                  string
+	// Retention is --job-retention-policy; zero deletes, the default.
+	Retention     jobs.Retention
+	CRISocketPath string
+	HelperImage   string
+	Kubeconfig    string
+	Master        string
 
 	// Manager holds the flags the operator shares.
 	manageropts.Manager
@@ -74,13 +75,14 @@ type ControllerOptions struct {
 	MaxJobsPerNode      cli.PositiveInt
 	StartupTaint        StartupTaintFlag
 	StartupTaintTimeout cli.Duration
-	PullJobs            *cli.Enum
-	InstallClaim        ClaimFlag
-	JobCPURequest       cli.Quantity
-	JobMemoryRequest    cli.Quantity
-	JobCPULimit         cli.Quantity
-	JobMemoryLimit      cli.Quantity
-	Webhook             webhook.Options
+	// Granularity is --pull-job-granularity; zero is per node, the default.
+	Granularity      jobs.Granularity
+	InstallClaim     ClaimFlag
+	JobCPURequest    cli.Quantity
+	JobMemoryRequest cli.Quantity
+	JobCPULimit      cli.Quantity
+	JobMemoryLimit   cli.Quantity
+	Webhook          webhook.Options
 
 	// Warnings name the original's flags and environment that were given
 	// but mean nothing here. They are printed once when the controller
@@ -129,7 +131,6 @@ func NewControllerOptions() *ControllerOptions {
 		Deadline:     cli.Duration{Value: 5 * time.Minute, Min: time.Second},
 		RefreshEvery: cli.Duration{Value: 15 * time.Minute, Min: time.Second, ZeroOK: true},
 		PullPolicy:   cli.NewEnum("IfNotPresent", "IfNotPresent", "Always"),
-		Retention:    cli.NewEnum("delete", "delete", "retain"),
 		HelperImage:  helper,
 		// The controller's own namespace, which an install labels
 		// privileged: the delete Jobs need a hostPath and root.
@@ -149,7 +150,6 @@ func NewControllerOptions() *ControllerOptions {
 		MaxJobs:             cli.PositiveInt{Value: 100, Min: 1},
 		MaxJobsPerNode:      cli.PositiveInt{Value: 2, Min: 1},
 		StartupTaintTimeout: cli.Duration{Value: 10 * time.Minute, Min: time.Second},
-		PullJobs:            cli.NewEnum(string(jobs.PerNode), string(jobs.PerNode), string(jobs.PerImage)),
 		InstallClaim:        ClaimFlag{Value: defaultClaim()},
 		Warnings:            warnings,
 	}
@@ -167,7 +167,7 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DeleteJobServiceAccount, "delete-job-service-account", "", "ServiceAccount the delete Jobs run as, in --delete-job-namespace, its token never mounted "+
 		"(default: --service-account-name); on OpenShift it must be allowed the privileged SCC")
 	fs.StringVar(&o.PriorityClassName, "job-priority-class-name", "", "PriorityClass of the Jobs' pods")
-	fs.Var(o.Retention, "job-retention-policy", "what happens to an operation's Jobs when it ends: delete or retain")
+	fs.Var(cli.Choice(&o.Retention, jobs.ParseRetention), "job-retention-policy", "what happens to an operation's Jobs when it ends: delete or retain")
 	fs.StringVar(&o.CRISocketPath, "cri-socket-path", "", "CRI socket on every node, overriding the runtime's default")
 	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage, "our own image, run by the Jobs for their helpers")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG)")
@@ -192,7 +192,7 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.StartupTaint, "node-startup-taint", "KEY[:EFFECT] of the taint new nodes register with, e.g. kubefledged.io/caching:NoSchedule: "+
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")
-	fs.Var(o.PullJobs, "pull-job-granularity", "what one pull Job covers: node (every image of a node, one container each) or image (one image on one node)")
+	fs.Var(cli.Choice(&o.Granularity, jobs.ParseGranularity), "pull-job-granularity", "what one pull Job covers: node (every image of a node, one container each) or image (one image on one node)")
 	fs.Var(&o.InstallClaim, "install-claim", "NAMESPACE/NAME of the Lease every install of kube-fledged in a cluster contends for: "+
 		"the install whose leader holds it works, any other stands by (pulls and deletes nothing) until it is free; empty turns the claim off")
 	const every = " of every container of the Jobs: the helper installer, the delete, and each pull container, so a node Job's pod asks up to 32 times as much (default: "
@@ -438,10 +438,10 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		Recorder:  mgr.GetEventRecorderFor("kubefledged-controller"),
 		Ready:     clean.Done(),
 		Config: imagecache.Config{
-			Deadline:       o.Deadline.Value,
-			RefreshEvery:   o.RefreshEvery.Value,
-			KeepLatestJobs: o.Retention.Value == "retain",
-			AlwaysPull:     o.PullPolicy.Value == string(corev1.PullAlways),
+			Deadline:     o.Deadline.Value,
+			RefreshEvery: o.RefreshEvery.Value,
+			Retention:    o.Retention,
+			AlwaysPull:   o.PullPolicy.Value == string(corev1.PullAlways),
 			Jobs: jobs.Options{
 				HelperImage:              o.HelperImage,
 				PullPolicy:               corev1.PullPolicy(o.PullPolicy.Value),
@@ -457,7 +457,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			MaxConcurrentReconciles: o.Workers.Value,
 			MaxJobs:                 o.MaxJobs.Value,
 			MaxJobsPerNode:          o.MaxJobsPerNode.Value,
-			PullJobs:                jobs.Granularity(o.PullJobs.Value),
+			Granularity:             o.Granularity,
 		},
 	}
 	if taint := o.StartupTaint.Value; taint != nil {
@@ -486,7 +486,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.Value, "pullJobGranularity", o.PullJobs.Value,
+	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.String(), "pullJobGranularity", o.Granularity.String(),
 		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String(),
 		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String(),
 		"installClaim", o.InstallClaim.String())

@@ -11,18 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Granularity is --pull-job-granularity: what one pull Job covers.
-type Granularity string
-
-const (
-	// PerNode pulls every image of a node's work in one Job, one container
-	// per image: a Job and a pod per node, not per (image, node), is what
-	// a stock kube-controller-manager keeps up with.
-	PerNode Granularity = "node"
-	// PerImage is one Job per (image, node), as the original made them.
-	PerImage Granularity = "image"
-)
-
 // MaxContainers bounds the pull containers of one node Job; a node with
 // more work gets another Job. It keeps a pod's spec and status well within
 // what the API server and the kubelet handle without strain.

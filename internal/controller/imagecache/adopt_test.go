@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // byOriginal returns a cache as the original kube-fledged left it: its six
@@ -27,7 +28,7 @@ func byOriginal(name, reason string, images ...string) *v1alpha2.ImageCache {
 // update, which its generation would otherwise suggest.
 func TestOriginalCacheRefreshedAtStartUp(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{RefreshEvery: 15 * time.Minute}, byOriginal("c", v1alpha2.ImageCacheReasonImageCacheCreate, "nginx:1.25", "redis:7.2"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, RefreshEvery: 15 * time.Minute}, byOriginal("c", v1alpha2.ImageCacheReasonImageCacheCreate, "nginx:1.25", "redis:7.2"))
 	h.addNode(node("a", holding("docker.io/library/nginx:1.25"), holding("docker.io/library/redis:7.2")))
 	h.settleDown("c")
 
@@ -44,7 +45,7 @@ func TestOriginalCacheRefreshedAtStartUp(t *testing.T) {
 func TestOriginalCacheAdoptedWithoutRefresh(t *testing.T) {
 	g := NewWithT(t)
 	orig := byOriginal("c", v1alpha2.ImageCacheReasonImageCacheCreate, "nginx:1.25", "redis:7.2")
-	h := newHarness(t, Config{}, orig)
+	h := newHarness(t, Config{Granularity: jobs.PerImage}, orig)
 	h.addNode(node("a", holding("docker.io/library/nginx:1.25"), holding("docker.io/library/redis:7.2")))
 	h.settleDown("c")
 
@@ -68,7 +69,7 @@ func TestOriginalPurgedCacheLeftAlone(t *testing.T) {
 	g := NewWithT(t)
 	orig := byOriginal("c", v1alpha2.ImageCacheReasonImageCachePurge, "nginx:1.25")
 	orig.Status.Message = v1alpha2.ImageCacheMessageImagesDeletedSuccessfully
-	h := newHarness(t, Config{RefreshEvery: 15 * time.Minute}, orig)
+	h := newHarness(t, Config{Granularity: jobs.PerImage, RefreshEvery: 15 * time.Minute}, orig)
 	h.addNode(node("a"))
 	h.settleDown("c")
 

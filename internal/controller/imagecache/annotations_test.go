@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // consumePatch is the JSON patch that removes the refresh annotation if it
@@ -67,7 +68,7 @@ func TestAnnotationsDuringAnOperation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{}, node("a"), imageCache("c", img))
+			h := newHarness(t, Config{Granularity: jobs.PerImage}, node("a"), imageCache("c", img))
 			if tt.before != nil {
 				tt.before(h)
 			}
@@ -122,7 +123,7 @@ func TestFakeClientJSONPatchTest(t *testing.T) {
 	g := NewWithT(t)
 	c := imageCache("c", "nginx:1.25")
 	c.Annotations = map[string]string{v1alpha2.RefreshAnnotation: "2"}
-	h := newHarness(t, Config{}, c)
+	h := newHarness(t, Config{Granularity: jobs.PerImage}, c)
 	p := client.RawPatch(types.JSONPatchType, []byte(consumePatch("1")))
 
 	err := h.api.Patch(h.ctx, h.cache("c"), p)

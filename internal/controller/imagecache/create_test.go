@@ -113,7 +113,7 @@ func TestJobCreateErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{Deadline: time.Minute}, node("a"), imageCache("c", img))
+			h := newHarness(t, Config{Granularity: jobs.PerImage, Deadline: time.Minute}, node("a"), imageCache("c", img))
 			h.inject(tt.fault)
 
 			h.runToEnd("c", 200, func() bool { return h.completeAll("c") })
@@ -182,7 +182,7 @@ func TestRefusedCreateFreesItsSlot(t *testing.T) {
 			g := NewWithT(t)
 			c2 := imageCache("c2", img)
 			c2.Spec.CacheSpec[0].NodeSelector = map[string]string{corev1.LabelHostname: "a"}
-			h := newHarness(t, Config{MaxJobsPerNode: 1}, node("a"), node("b"), imageCache("c1", img), c2)
+			h := newHarness(t, Config{Granularity: jobs.PerImage, MaxJobsPerNode: 1}, node("a"), node("b"), imageCache("c1", img), c2)
 			for _, f := range tt.faults {
 				h.inject(f)
 			}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // A spec over MaxSpecBytes (stored past an old CRD or with the webhook off)
@@ -51,7 +52,7 @@ func TestSpecTooLarge(t *testing.T) {
 			g := NewWithT(t)
 			c := imageCache("c", img)
 			tt.spec(&c.Spec.CacheSpec[0])
-			h := newHarness(t, Config{}, node("a"), c)
+			h := newHarness(t, Config{Granularity: jobs.PerImage}, node("a"), c)
 
 			_, err := h.step("c")
 			g.Expect(err).NotTo(HaveOccurred())

@@ -22,7 +22,7 @@ const controllerNS = "kube-fledged"
 func TestDeleteJobsRunInControllerNamespace(t *testing.T) {
 	const img = "nginx:1.25"
 	g := NewWithT(t)
-	h := newHarness(t, Config{Jobs: jobs.Options{DeleteNamespace: controllerNS, DeleteServiceAccountName: "kubefledged-delete"}},
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Jobs: jobs.Options{DeleteNamespace: controllerNS, DeleteServiceAccountName: "kubefledged-delete"}},
 		node("a"), node("b"), imageCache("c", img))
 	h.succeed("c")
 	for _, j := range h.jobs("c") {
@@ -58,7 +58,7 @@ func TestDeleteJobsRunInControllerNamespace(t *testing.T) {
 func TestRetainedDeleteJobsGoWithTheirCache(t *testing.T) {
 	const img = "nginx:1.25"
 	g := NewWithT(t)
-	cfg := Config{KeepLatestJobs: true, Jobs: jobs.Options{DeleteNamespace: controllerNS}}
+	cfg := Config{Granularity: jobs.PerImage, Retention: jobs.Retain, Jobs: jobs.Options{DeleteNamespace: controllerNS}}
 	twin := imageCache("c", img)
 	twin.Namespace, twin.UID = "elsewhere", "twin-uid"
 	h := newHarness(t, cfg, node("a"), imageCache("c", img))

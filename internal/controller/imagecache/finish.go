@@ -2,11 +2,9 @@ package imagecache
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
-	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -340,62 +337,6 @@ func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, ki
 	return nil
 }
 
-// applyRetention applies --job-retention-policy to the operation's Jobs.
-// delete: all go, with their pods, whatever their result; each went when it
-// was settled, so only what that may have missed is swept now. retain: all
-// stay, running ones included, labelled with their result for
-// `kubectl get jobs -l`, until their pair runs again (deleteReplacedJobs) or
-// the controller restarts.
-func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) error {
-	if !r.Config.KeepLatestJobs {
-		if !op.sweep {
-			return nil
-		}
-		for _, ns := range r.jobNamespaces(cache) {
-			err := r.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns),
-				client.MatchingLabels{jobs.LabelOperation: op.id},
-				client.PropagationPolicy(metav1.DeletePropagationBackground))
-			if client.IgnoreNotFound(err) != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var names []string
-	outcome := map[string]results.Outcome{}
-	for _, name := range op.names {
-		o, settled := op.settled[name]
-		if _, created := op.createdAt[name]; !created || !settled {
-			continue
-		}
-		job := op.job(name)
-		before, seen := outcome[job]
-		if !seen {
-			names = append(names, job)
-		}
-		outcome[job] = worse(before, o, seen)
-	}
-	_, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
-		return r.labelResult(ctx, r.jobNamespace(cache, op, names[i]), names[i], outcome[names[i]])
-	})
-	return first
-}
-
-// worse is what a node Job is labelled with: the first failure of its
-// containers, expired ones first, or success if all pulled. Each
-// container's own state stays in the retained pod.
-func worse(a, b results.Outcome, seen bool) results.Outcome {
-	switch {
-	case !seen:
-		return b
-	case a.State == results.Succeeded:
-		return b
-	case b.Expired && !a.Expired:
-		return b
-	}
-	return a
-}
-
 // coverageAfter is the set of nodes the cache's images are on once op
 // ended. A create or refresh covers every node eligible at its start or
 // added while it ran; an update and a new-nodes operation cover no node that
@@ -422,19 +363,4 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 		return out
 	}
 	return op.eligible
-}
-
-func (r *Reconciler) labelResult(ctx context.Context, ns, name string, o results.Outcome) error {
-	result := resultOf(o)
-	msg := o.Reason
-	if o.Message != "" {
-		msg += ": " + o.Message
-	}
-	patch := map[string]any{"metadata": map[string]any{
-		"labels":      map[string]string{jobs.LabelResult: result},
-		"annotations": map[string]string{jobs.AnnotationResultMsg: msg},
-	}}
-	body, _ := json.Marshal(patch)
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, job, client.RawPatch(types.MergePatchType, body)))
 }

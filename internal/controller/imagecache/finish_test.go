@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 )
 
@@ -81,7 +82,7 @@ func TestFinalStatusTooLarge(t *testing.T) {
 			for _, n := range nodes {
 				objs = append(objs, node(n))
 			}
-			h := newHarness(t, Config{}, objs...)
+			h := newHarness(t, Config{Granularity: jobs.PerImage}, objs...)
 			h.inject(fault{verb: "create", resource: "jobs", err: quotaExceeded})
 			tt.fault.verb, tt.fault.resource = "update", "imagecaches/status"
 			h.inject(tt.fault)
@@ -117,7 +118,7 @@ func TestFinalStatusTooLarge(t *testing.T) {
 func TestReadyUnknownUntilTheFirstOperationEnds(t *testing.T) {
 	g := NewWithT(t)
 	const img = "nginx:1.25"
-	h := newHarness(t, Config{}, node("a"), imageCache("c", img))
+	h := newHarness(t, Config{Granularity: jobs.PerImage}, node("a"), imageCache("c", img))
 	h.settleDown("c")
 	ready := condition(h.status("c"), v1alpha2.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionUnknown), "while the first operation runs")
@@ -137,7 +138,7 @@ func TestReadyUnknownUntilTheFirstOperationEnds(t *testing.T) {
 // are gone until some other operation's Job settled.
 func TestDeletedCacheEmptiesInFlightGauge(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{}, node("a"), node("b"), imageCache("c", "nginx:1.27"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage}, node("a"), node("b"), imageCache("c", "nginx:1.27"))
 	h.settleDown("c")
 	g.Expect(h.jobs("c")).To(HaveLen(2))
 	g.Expect(testutil.ToFloat64(metrics.JobsInFlight)).To(Equal(2.0))

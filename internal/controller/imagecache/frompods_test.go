@@ -90,7 +90,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g := NewWithT(t)
 	db := webPod("db-0", "db", "postgres:16")
 	db.Labels = map[string]string{"app": "db"} // not selected
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), node("n2"), webPod("web-a-1", "web-a", "nginx:1.27"), db, followingCache("ic"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), node("n2"), webPod("web-a-1", "web-a", "nginx:1.27"), db, followingCache("ic"))
 	seen := map[string]bool{}
 
 	// Created: the named image and the pods' one.
@@ -177,7 +177,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 // once they can be read.
 func TestFromPodsUnreadable(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), webPod("web-1", "web-a", "nginx:1.27"), followingCache("ic"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), webPod("web-1", "web-a", "nginx:1.27"), followingCache("ic"))
 	h.pods.err = fmt.Errorf("listing pods: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
 		fmt.Errorf(`User "system:serviceaccount:kube-fledged:kubefledged" cannot list resource "pods" in API group "" at the cluster scope`)))
 	seen := map[string]bool{}
@@ -230,7 +230,7 @@ func TestFromPodsUnreadable(t *testing.T) {
 // first listed, so that its create pulls them with the named images.
 func TestFromPodsWaitsForTheFirstList(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), webPod("web-1", "web-a", "nginx:1.27"), followingCache("ic"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), webPod("web-1", "web-a", "nginx:1.27"), followingCache("ic"))
 	h.pods.err = podwatch.ErrNotSynced
 	res, err := h.step("ic")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -256,7 +256,7 @@ func TestFromPodsOfOtherNamespaces(t *testing.T) {
 	c := imageCache("ic")
 	c.Spec.CacheSpec[0].Images = nil
 	c.Spec.CacheSpec[0].FromPods = &v1alpha2.FromPods{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}}}
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), shop, blog, p1, p2, c)
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), shop, blog, p1, p2, c)
 	seen := map[string]bool{}
 
 	h.succeed("ic")
@@ -278,7 +278,7 @@ func TestFromPodsOfOtherNamespaces(t *testing.T) {
 // record of the pods is left as it was.
 func TestFromPodsOnNewNodes(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), webPod("web-1", "web-a", "nginx:1.27"), followingCache("ic"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), webPod("web-1", "web-a", "nginx:1.27"), followingCache("ic"))
 	seen := map[string]bool{}
 	h.succeed("ic")
 	g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull nginx:1.27 n1", "pull redis:7 n1"}))

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/podwatch"
 )
 
@@ -97,7 +98,7 @@ func workloadImagesOf(st v1alpha2.ImageCacheStatus) []string {
 // Deployment deleted, its image is dropped too.
 func TestFromWorkloadsFollowsAPausedRollout(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), node("n2"),
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), node("n2"),
 		pausedDeployment("web", "nginx:1.27"), webPod("web-a-1", "web-a", "nginx:1.27"), workloadCache("ic"))
 	seen := map[string]bool{}
 
@@ -173,7 +174,7 @@ func TestFromWorkloadsKinds(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), workloadCache("ic"))
+			h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), workloadCache("ic"))
 			seen := map[string]bool{}
 			h.succeed("ic")
 			g.Expect(h.newJobs("ic", seen)).To(Equal([]string{"pull redis:7 n1"}))
@@ -191,7 +192,7 @@ func TestFromWorkloadsKinds(t *testing.T) {
 	}
 
 	g := NewWithT(t)
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), workloadCache("ic"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), workloadCache("ic"))
 	h.succeed("ic")
 	job := &batchv1.Job{ObjectMeta: meta("once"), Spec: batchv1.JobSpec{Template: webTemplate("", "spark:3")}}
 	g.Expect(h.api.Create(h.ctx, job)).To(Succeed())
@@ -207,7 +208,7 @@ func TestFromWorkloadsWithFromPods(t *testing.T) {
 	g := NewWithT(t)
 	c := followingCache("ic")
 	c.Spec.CacheSpec[0].FromWorkloads = &v1alpha2.FromWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), pausedDeployment("web", "nginx:1.27"),
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), pausedDeployment("web", "nginx:1.27"),
 		webPod("web-a-1", "web-a", "nginx:1.27"), webPod("web-a-2", "web-a", "nginx:1.27"), c)
 	seen := map[string]bool{}
 	h.succeed("ic")
@@ -228,7 +229,7 @@ func TestFromWorkloadsWithFromPods(t *testing.T) {
 // a list's fromPods are still followed.
 func TestFromWorkloadsUnreadable(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{KeepLatestJobs: true}, node("n1"), pausedDeployment("web", "nginx:1.28"), workloadCache("ic"))
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("n1"), pausedDeployment("web", "nginx:1.28"), workloadCache("ic"))
 	h.pods.workloadErr = fmt.Errorf("listing deployments: %w", apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "",
 		fmt.Errorf(`User "system:serviceaccount:kube-fledged:kubefledged" cannot list resource "deployments" in API group "apps" at the cluster scope`)))
 	seen := map[string]bool{}
@@ -269,7 +270,7 @@ func TestCachesForWorkloads(t *testing.T) {
 	any := imageCache("any", "redis:7")
 	any.Spec.CacheSpec[0].FromWorkloads = &v1alpha2.FromWorkloads{NamespaceSelector: &metav1.LabelSelector{}}
 	podsOnly := followingCache("pods")
-	h := newHarness(t, Config{}, own, any, podsOnly)
+	h := newHarness(t, Config{Granularity: jobs.PerImage}, own, any, podsOnly)
 	names := func(obj client.Object) []string {
 		var out []string
 		for _, r := range h.r.cachesForPods(h.ctx, obj) {

@@ -92,7 +92,9 @@ type harness struct {
 }
 
 // newHarness returns a reconciler, initialised as SetupWithManager would,
-// over a fake API server holding objs. A zero Deadline is one minute.
+// over a fake API server holding objs. A zero Deadline is one minute. A zero
+// Granularity is node Jobs, the controller's default; the tests written
+// against a Job per (image, node) say jobs.PerImage.
 func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), rec: record.NewFakeRecorder(1000)}

@@ -26,7 +26,7 @@ func released(n *corev1.Node) { n.Spec.Taints = nil }
 // startupConfig is the reconciler's configuration with the startup taint
 // set, as the controller command wires it.
 func startupConfig() Config {
-	return Config{StartupTaint: caching, Jobs: jobsOptionsWith(caching.Toleration())}
+	return Config{Granularity: jobs.PerImage, StartupTaint: caching, Jobs: jobsOptionsWith(caching.Toleration())}
 }
 
 func jobsOptionsWith(t ...corev1.Toleration) jobs.Options { return jobs.Options{PullTolerations: t} }

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
 
@@ -57,7 +58,7 @@ func TestNewNodeMerge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{RefreshEvery: time.Hour}, node("a"), imageCache("c", img))
+			h := newHarness(t, Config{Granularity: jobs.PerImage, RefreshEvery: time.Hour}, node("a"), imageCache("c", img))
 			h.settleDown("c")
 			finish(h, "a", tt.aFails)
 			h.settleDown("c")

@@ -96,7 +96,7 @@ var notFound = fmt.Sprintf(`rpc error: code = NotFound desc = failed to pull and
 // container waiting, and the Job would never end by itself.
 func TestNodeJobsSettlePerContainer(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{PullJobs: jobs.PerNode}, node("a"), node("b"), imageCache("c", "nginx:1.25", missing, "redis:7"))
+	h := newHarness(t, Config{Granularity: jobs.PerNode}, node("a"), node("b"), imageCache("c", "nginx:1.25", missing, "redis:7"))
 	h.settleDown("c")
 	g.Expect(h.writesOf("create", "jobs")).To(HaveLen(2), "one Job per node")
 	ja, jb := h.nodeJob("c", "a"), h.nodeJob("c", "b")
@@ -129,7 +129,7 @@ func TestNodeJobsSettlePerContainer(t *testing.T) {
 // state; the Job goes then, whatever it still does.
 func TestNodeJobAtTheDeadline(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{PullJobs: jobs.PerNode, Deadline: time.Minute}, node("a"), imageCache("c", "nginx:1.25", "redis:7"))
+	h := newHarness(t, Config{Granularity: jobs.PerNode, Deadline: time.Minute}, node("a"), imageCache("c", "nginx:1.25", "redis:7"))
 	h.settleDown("c")
 	ja := h.nodeJob("c", "a")
 	h.containerStates(ja, corev1.PodPending, map[string]corev1.ContainerState{"nginx:1.25": pulled(), "redis:7": creating()})
@@ -145,7 +145,7 @@ func TestNodeJobAtTheDeadline(t *testing.T) {
 // failure, until that node pulls again; another node's Job stays then.
 func TestRetainedNodeJobReplacedWithItsNode(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t, Config{PullJobs: jobs.PerNode, KeepLatestJobs: true}, node("a"), node("b"), imageCache("c", "nginx:1.25", missing))
+	h := newHarness(t, Config{Granularity: jobs.PerNode, Retention: jobs.Retain}, node("a"), node("b"), imageCache("c", "nginx:1.25", missing))
 	h.settleDown("c")
 	ja, jb := h.nodeJob("c", "a"), h.nodeJob("c", "b")
 	for _, j := range []*batchv1.Job{ja, jb} {
@@ -217,7 +217,7 @@ func TestNodeJobsWithinTheCaps(t *testing.T) {
 			if tt.parallel != "" {
 				n.Labels[pacing.LabelParallelPulls] = tt.parallel
 			}
-			h := newHarness(t, Config{PullJobs: jobs.PerNode, MaxJobsPerNode: tt.perNode}, n, imageCache("c", imgs...))
+			h := newHarness(t, Config{Granularity: jobs.PerNode, MaxJobsPerNode: tt.perNode}, n, imageCache("c", imgs...))
 			sizes := func() []int {
 				var out []int
 				for _, j := range h.jobs("c") {
@@ -255,7 +255,7 @@ func TestSmallCacheNotStarved(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		big = append(big, fmt.Sprintf("big%d:1", i))
 	}
-	h := newHarness(t, Config{PullJobs: jobs.PerNode, MaxJobs: 2, MaxJobsPerNode: 2},
+	h := newHarness(t, Config{Granularity: jobs.PerNode, MaxJobs: 2, MaxJobsPerNode: 2},
 		node("a"), node("b"), node("c"), node("d"), node("e"), node("f"), imageCache("big", big...), imageCache("small", "small:1"))
 	running := func(cache string) []batchv1.Job {
 		var out []batchv1.Job

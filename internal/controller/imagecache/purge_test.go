@@ -18,7 +18,7 @@ import (
 func TestPurge(t *testing.T) {
 	const img = "nginx:1.25"
 	g := NewWithT(t)
-	h := newHarness(t, Config{},
+	h := newHarness(t, Config{Granularity: jobs.PerImage},
 		node("ready"), node("cordoned", cordoned), node("down", notReady), node("win", windows), imageCache("c", img))
 	h.succeed("c")
 	g.Expect(h.status("c").Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))

@@ -40,16 +40,16 @@ type Config struct {
 	Deadline time.Duration
 	// RefreshEvery is --image-cache-refresh-frequency (0: off).
 	RefreshEvery time.Duration
-	// KeepLatestJobs is --job-retention-policy=retain: a settled Job stays
-	// for the user to look at until its (image, node) pair, or its node for
-	// a node Job, runs again, when it is deleted (deleteReplacedJobs).
-	KeepLatestJobs bool
+	// Retention is --job-retention-policy: whether settled Jobs go at once
+	// (jobs.RetainNone, the zero value) or stay for the user to read
+	// (jobs.Retain) until their pair runs again (retention.go).
+	Retention jobs.Retention
 	// AlwaysPull is --image-pull-policy=Always.
 	AlwaysPull bool
 	Jobs       jobs.Options
-	// PullJobs is --pull-job-granularity; empty is PerImage, the shape
-	// the original's tests and harness assume.
-	PullJobs jobs.Granularity
+	// Granularity is --pull-job-granularity: node Jobs (jobs.PerNode, the
+	// zero value) or a Job per (image, node) (jobs.PerImage).
+	Granularity jobs.Granularity
 	// MaxJobs and MaxJobsPerNode are --max-concurrent-jobs and
 	// --max-concurrent-jobs-per-node (0: no cap).
 	MaxJobs, MaxJobsPerNode int
@@ -153,7 +153,7 @@ func (r *Reconciler) init() {
 }
 
 // perNode says whether pulls run in node Jobs.
-func (r *Reconciler) perNode() bool { return r.Config.PullJobs == jobs.PerNode }
+func (r *Reconciler) perNode() bool { return r.Config.Granularity == jobs.PerNode }
 
 // wakeUp enqueues a cache that waited for a pacing slot.
 func (r *Reconciler) wakeUp(k types.NamespacedName) {

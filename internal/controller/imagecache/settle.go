@@ -154,7 +154,7 @@ func (s *settlement) settleJob(job string) {
 	}
 	// A node Job goes once every container has a result: before, it
 	// still pulls the others' images.
-	if left == 0 && obj != nil && !s.r.Config.KeepLatestJobs {
+	if left == 0 && obj != nil && s.r.deletesSettled() {
 		s.gone = append(s.gone, job)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // An operation with no Job to run ends in the reconcile that starts it, and
@@ -108,7 +109,7 @@ func TestStartWithNothingToRun(t *testing.T) {
 			g := NewWithT(t)
 			c := imageCache("c", nginx, redis)
 			c.Spec.CacheSpec[0].NodeSelector = tt.selector
-			h := newHarness(t, Config{}, c)
+			h := newHarness(t, Config{Granularity: jobs.PerImage}, c)
 			for _, n := range tt.nodes {
 				h.addNode(n)
 			}
@@ -180,7 +181,7 @@ func TestProcessingMessages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{}, node("a"), imageCache("c", img))
+			h := newHarness(t, Config{Granularity: jobs.PerImage}, node("a"), imageCache("c", img))
 			if tt.setup != nil {
 				tt.setup(h)
 			}

@@ -31,9 +31,9 @@ func (h *harness) pullJobOf(g jobs.Granularity, cache, image string) *batchv1.Jo
 // either granularity.
 func TestTransientPullErrorsAreWaitedOn(t *testing.T) {
 	for _, g := range []jobs.Granularity{jobs.PerNode, jobs.PerImage} {
-		t.Run(string(g), func(t *testing.T) {
+		t.Run(g.String(), func(t *testing.T) {
 			gm := NewWithT(t)
-			h := newHarness(t, Config{PullJobs: g, Deadline: time.Minute}, node("a"), imageCache("c", busy, missing))
+			h := newHarness(t, Config{Granularity: g, Deadline: time.Minute}, node("a"), imageCache("c", busy, missing))
 			h.settleDown("c")
 			failing := map[string]corev1.ContainerState{busy: pullError(rateLimited), missing: pullError(notFound)}
 			h.containerStates(h.pullJobOf(g, "c", busy), corev1.PodPending, failing)
@@ -69,9 +69,9 @@ func TestTransientPullErrorsAreWaitedOn(t *testing.T) {
 // with a reason of its own and the registry's last words.
 func TestTransientPullErrorsAtTheDeadline(t *testing.T) {
 	for _, g := range []jobs.Granularity{jobs.PerNode, jobs.PerImage} {
-		t.Run(string(g), func(t *testing.T) {
+		t.Run(g.String(), func(t *testing.T) {
 			gm := NewWithT(t)
-			h := newHarness(t, Config{PullJobs: g, Deadline: time.Minute}, node("a"), imageCache("c", busy))
+			h := newHarness(t, Config{Granularity: g, Deadline: time.Minute}, node("a"), imageCache("c", busy))
 			h.settleDown("c")
 			h.containerStates(h.pullJobOf(g, "c", busy), corev1.PodPending, map[string]corev1.ContainerState{busy: pullError(rateLimited)})
 			start := h.clock.Now()

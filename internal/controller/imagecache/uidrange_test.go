@@ -53,13 +53,13 @@ func TestPullUserFromTheNamespace(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, granularity := range []jobs.Granularity{jobs.PerImage, jobs.PerNode} {
-			t.Run(c.name+"/"+string(granularity), func(t *testing.T) {
+			t.Run(c.name+"/"+granularity.String(), func(t *testing.T) {
 				g := NewWithT(t)
 				objs := []client.Object{node("a"), node("b"), imageCache("c", img, "redis:7")}
 				if c.ns != nil {
 					objs = append(objs, c.ns)
 				}
-				h := newHarness(t, Config{PullJobs: granularity}, objs...)
+				h := newHarness(t, Config{Granularity: granularity}, objs...)
 				reads := 0
 				h.r.APIReader = interceptor.NewClient(h.api, interceptor.Funcs{
 					Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // An update that gains no image (a pull secret fixed after failures, the
@@ -98,7 +99,7 @@ func TestUpdateRetriesWhatIsMissing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{KeepLatestJobs: true}, node("a"), node("b"), imageCache("c", nginx, redis))
+			h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("a"), node("b"), imageCache("c", nginx, redis))
 			seen := map[string]bool{}
 			h.settleDown("c")
 			h.fail("c", nginx, "a")
@@ -202,7 +203,7 @@ func TestReadyOnlyWhenEverySelectedNodeHoldsEveryImage(t *testing.T) {
 			for _, n := range tt.nodes {
 				objs = append(objs, n)
 			}
-			h := newHarness(t, Config{}, append(objs, imageCache("c", img))...)
+			h := newHarness(t, Config{Granularity: jobs.PerImage}, append(objs, imageCache("c", img))...)
 			h.settleDown("c")
 			tt.settle(h)
 			h.settleDown("c")

@@ -109,7 +109,7 @@ func TestRetainKeepsOtherNodesJobs(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	pool, sel := nodePool(t, g, "kept")
-	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" })
+	runController(t, func(o *commands.ControllerOptions) { o.Retention = jobs.Retain })
 	key := client.ObjectKey{Namespace: ns, Name: "kept"}
 	keptOn := func() map[string]string {
 		out := map[string]string{}

@@ -15,6 +15,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/claim"
 	"github.com/kubefledged/kube-fledged/internal/commands"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
@@ -62,7 +63,7 @@ func TestSecondInstallStandsBy(t *testing.T) {
 
 	stopA := runController(t, func(o *commands.ControllerOptions) {
 		o.LeaderElect, o.LeaderElectionNamespace = true, nsA
-		o.Retention.Value = "retain"
+		o.Retention = jobs.Retain
 	})
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "first", list("httpd:2.4")))).To(Succeed())
@@ -77,7 +78,7 @@ func TestSecondInstallStandsBy(t *testing.T) {
 		o.LeaderElect, o.LeaderElectionNamespace = true, nsB
 		o.MetricsAddr, o.SecureMetrics = addrB, false // framework.Scrape reads plain HTTP
 		o.HelperImage = helperB
-		o.Retention.Value = "retain"
+		o.Retention = jobs.Retain
 		o.RefreshEvery.Value = time.Second
 		// The first install serves admission on the suite's port; the
 		// second's webhook, serving every replica, is not what is tested.

@@ -52,7 +52,7 @@ func TestRetentionMatrix(t *testing.T) {
 	waiting, perNodeCap := "ContainerCreating", 1 // of the expired Jobs' pods
 	labelNodes(t, g, pacing.LabelParallelPulls, strconv.Itoa(len(images)))
 	stop := runController(t, func(o *commands.ControllerOptions) {
-		o.Retention.Value = "retain"
+		o.Retention = jobs.Retain
 		o.MaxJobsPerNode.Value = perNodeCap
 	})
 	key := client.ObjectKey{Namespace: ns, Name: "kept"}
@@ -96,7 +96,7 @@ func TestRetentionMatrix(t *testing.T) {
 	}
 	for i, tc := range cases {
 		stop := runController(t, func(o *commands.ControllerOptions) {
-			o.Retention.Value = "retain"
+			o.Retention = jobs.Retain
 			o.HelperImage = tc.helper
 			o.MaxJobsPerNode.Value = len(images)
 		})
@@ -125,7 +125,7 @@ func TestRestart(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	retainLong := func(o *commands.ControllerOptions) {
-		o.Retention.Value = "retain"
+		o.Retention = jobs.Retain
 		o.Deadline.Value = 5 * time.Minute
 	}
 	stop := runController(t, retainLong)
@@ -152,7 +152,7 @@ func TestRestart(t *testing.T) {
 	statuses := watchStatuses(t, ns, "running")
 
 	t1 := framework.Tick()
-	runController(t, func(o *commands.ControllerOptions) { o.Retention.Value = "retain" }) // deadline 8s
+	runController(t, func(o *commands.ControllerOptions) { o.Retention = jobs.Retain }) // deadline 8s
 	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
 	g.Expect(statuses(c)).To(ContainElement(v1alpha2.ImageCacheStatus{Status: v1alpha2.ImageCacheActionStatusAborted,

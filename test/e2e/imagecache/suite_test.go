@@ -155,9 +155,10 @@ func controllerOptions(t *testing.T, mod func(o *commands.ControllerOptions)) *c
 	o.Deadline.Value = pullDeadline
 	o.RefreshEvery.Value = 0
 	o.HelperImage = "example.test/kubefledged:e2e"
-	if err := o.PullJobs.Set(granularity); err != nil {
-		t.Fatalf("E2E_PULL_JOB_GRANULARITY: %v", err)
+	if granularityErr != nil {
+		t.Fatalf("E2E_PULL_JOB_GRANULARITY: %v", granularityErr)
 	}
+	o.Granularity = granularity
 	if mod != nil {
 		mod(o)
 	}
@@ -205,16 +206,17 @@ func list(images ...string) v1alpha2.CacheSpecImages { return v1alpha2.CacheSpec
 
 // granularity is the controller's --pull-job-granularity in this run of the
 // suite: E2E_PULL_JOB_GRANULARITY, else the flag's default. `make test`
-// runs the suite once with each.
-var granularity = func() string {
+// runs the suite once with each. A value the flag would refuse fails every
+// test that starts the controller.
+var granularity, granularityErr = func() (jobs.Granularity, error) {
 	if v := os.Getenv("E2E_PULL_JOB_GRANULARITY"); v != "" {
-		return v
+		return jobs.ParseGranularity(v)
 	}
-	return commands.NewControllerOptions().PullJobs.Value
+	return commands.NewControllerOptions().Granularity, nil
 }()
 
 // perNode says whether pulls run in node Jobs in this run.
-func perNode() bool { return granularity == string(jobs.PerNode) }
+func perNode() bool { return granularity == jobs.PerNode }
 
 func jobsOf(g Gomega, ns string, labels client.MatchingLabels) []batchv1.Job {
 	l := &batchv1.JobList{}

@@ -27,12 +27,10 @@ const opTimeout = deadline + framework.ClusterTimeout
 // runController starts the controller in-process, with our image from the node's registry
 // as its helper and the node's own containerd socket for the delete Jobs; the returned
 // function stops it (it also runs at the test's end).
-func runController(t *testing.T, retain bool, granularity jobs.Granularity) (stop func()) {
+func runController(t *testing.T, retention jobs.Retention, granularity jobs.Granularity) (stop func()) {
 	t.Helper()
 	o := commands.NewControllerOptions()
-	if err := o.PullJobs.Set(string(granularity)); err != nil {
-		t.Fatal(err)
-	}
+	o.Retention, o.Granularity = retention, granularity
 	o.LeaderElect = false
 	o.Webhook.Enable = false
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
@@ -41,9 +39,6 @@ func runController(t *testing.T, retain bool, granularity jobs.Granularity) (sto
 	o.HelperImage = helperImage
 	o.CRISocketPath = node.CRISocket()
 	o.MaxJobsPerNode.Value = 8
-	if retain {
-		o.Retention.Value = "retain"
-	}
 	return framework.RunController(t, sb.Config(), o)
 }
 

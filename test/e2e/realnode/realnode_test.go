@@ -27,8 +27,8 @@ func TestRealNode(t *testing.T) {
 	framework.NeedRealNode(t)
 	for i, gr := range []jobs.Granularity{jobs.PerNode, jobs.PerImage} {
 		tag = tags[i]
-		t.Run(string(gr), func(t *testing.T) {
-			stop := runController(t, true, gr)
+		t.Run(gr.String(), func(t *testing.T) {
+			stop := runController(t, jobs.Retain, gr)
 			var missingNS string
 			t.Run("operations", func(t *testing.T) {
 				t.Run("PullSucceeds", func(t *testing.T) { testPullSucceeds(t, gr) })
@@ -292,7 +292,7 @@ func testRestartRemovesRetainedJobs(t *testing.T, stop func(), ns string, gr job
 	g.Expect(pods.Items).NotTo(BeEmpty())
 	stop()
 	begin := time.Now()
-	runController(t, true, gr)
+	runController(t, jobs.Retain, gr)
 	g.Eventually(func(g Gomega) {
 		g.Expect(jobsOf(g, ns, client.MatchingLabels{})).To(BeEmpty())
 		l := &corev1.PodList{}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
 // Under the retain policy an operation's Jobs stay, labelled with their
@@ -40,7 +41,7 @@ func TestRetainedJobReplacedOnlyForItsPair(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h := newHarness(t, Config{KeepLatestJobs: true}, node("a"), node("b"), imageCache("c", img))
+			h := newHarness(t, Config{Granularity: jobs.PerImage, Retention: jobs.Retain}, node("a"), node("b"), imageCache("c", img))
 			h.succeed("c")
 			kept := map[string]string{} // node -> kept Job
 			for _, j := range h.jobs("c") {
@@ -70,6 +71,41 @@ func TestRetainedJobReplacedOnlyForItsPair(t *testing.T) {
 			g.Expect(names).To(ContainElement(kept["b"]), "the kept Job of b stays")
 			g.Expect(names).NotTo(ContainElement(kept["a"]))
 			g.Expect(names).To(HaveLen(2), "one Job per pair, the latest")
+		})
+	}
+}
+
+// TestWorse: a node Job stands for the first expired failure of its
+// containers, else their first failure, else success, in whatever order
+// the containers are folded.
+func TestWorse(t *testing.T) {
+	ok := results.Outcome{State: results.Succeeded}
+	denied := results.Outcome{State: results.Failed, Reason: "ErrImagePull"}
+	missing := results.Outcome{State: results.Failed, Reason: "NotFound"}
+	late := results.Outcome{State: results.Failed, Expired: true, Reason: "RegistryKeptFailing"}
+	later := results.Outcome{State: results.Failed, Expired: true, Reason: "JobDeleted"}
+	tests := []struct {
+		name       string
+		containers []results.Outcome
+		want       results.Outcome
+		wantLabel  string
+	}{
+		{name: "one", containers: []results.Outcome{denied}, want: denied, wantLabel: jobs.ResultFailed},
+		{name: "all pulled", containers: []results.Outcome{ok, ok}, want: ok, wantLabel: jobs.ResultSucceeded},
+		{name: "a failure after successes", containers: []results.Outcome{ok, ok, denied}, want: denied, wantLabel: jobs.ResultFailed},
+		{name: "the first failure", containers: []results.Outcome{denied, ok, missing}, want: denied, wantLabel: jobs.ResultFailed},
+		{name: "an expired one before others", containers: []results.Outcome{denied, late, ok}, want: late, wantLabel: jobs.ResultExpired},
+		{name: "the first expired one", containers: []results.Outcome{late, missing, later}, want: late, wantLabel: jobs.ResultExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var all results.Outcome
+			for k, o := range tt.containers {
+				all = worse(all, o, k > 0)
+			}
+			g.Expect(all).To(Equal(tt.want))
+			g.Expect(resultOf(all)).To(Equal(tt.wantLabel))
 		})
 	}
 }
