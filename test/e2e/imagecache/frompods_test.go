@@ -32,44 +32,16 @@ import (
 // an Event, and no delete Job ever runs.
 func TestFromPodsFollowsADeployment(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: "cache-only", Effect: corev1.TaintEffectNoSchedule}
-	pool, sel := nodePool(t, g, "follow", sandbox.NodeSpec{Name: "a", Taints: []corev1.Taint{taint}},
-		sandbox.NodeSpec{Name: "b", Taints: []corev1.Taint{taint}})
-	poolNodes := []string{pool + "-a", pool + "-b"}
-	rec := framework.RecordJobs(t, kube, ns, nil)
-	runController(t, nil)
-
-	key := client.ObjectKey{Namespace: ns, Name: "follows-web"}
-	l := withSelector(sel, "busybox:1.36")
-	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
-	l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
-	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	rec.Await(g, ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
-	g.Expect(podImages(c)).To(Equal([]string{"0 pods, 0 images"}))
+	f := followWeb(t, g, "follow", func(l *v1alpha2.CacheSpecImages) {
+		l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	})
+	ns, key, poolNodes, rec := f.ns, f.key, f.nodes, f.rec
 
 	// Created: its images, init container's included, are pulled at once.
-	labels := map[string]string{"app": "web"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1.37"}},
-					Containers:     []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
-				},
-			},
-		},
-	}
+	d := webDeployment(ns, 1)
 	t1 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), d)).To(Succeed())
-	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	rec.Await(g, ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
 	rs := c.Status.PodImages[0].Images[0].UsedBy
@@ -128,6 +100,63 @@ func scale(g Gomega, d *appsv1.Deployment, replicas int32) {
 // podImages renders status.podImages of the cache's one list: its counts,
 // then "image pods usedBy" per image; a list that counts workloads
 // (fromWorkloads) says how many, and "image pods workloads usedBy".
+// following is a cache that follows the app=web pods or workloads, on a
+// pool of its own, after its create.
+type following struct {
+	ns    string
+	key   client.ObjectKey
+	nodes []string
+	rec   *framework.JobLog
+}
+
+// followWeb makes a pool of two nodes tainted against every pod but the
+// cache's Jobs, so that they hold only what the cache pulls (the fake
+// nodes report the images their pods run), and a cache whose one list
+// serves the pool with busybox:1.36 and follows what follow sets. It runs
+// the controller and waits for the create.
+func followWeb(t *testing.T, g Gomega, prefix string, follow func(*v1alpha2.CacheSpecImages)) following {
+	t.Helper()
+	f := following{ns: namespace(t)}
+	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: "cache-only", Effect: corev1.TaintEffectNoSchedule}
+	pool, sel := nodePool(t, g, prefix, sandbox.NodeSpec{Name: "a", Taints: []corev1.Taint{taint}},
+		sandbox.NodeSpec{Name: "b", Taints: []corev1.Taint{taint}})
+	f.nodes = []string{pool + "-a", pool + "-b"}
+	f.rec = framework.RecordJobs(t, kube, f.ns, nil)
+	runController(t, nil)
+
+	f.key = client.ObjectKey{Namespace: f.ns, Name: "follows-web"}
+	l := withSelector(sel, "busybox:1.36")
+	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
+	follow(&l)
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), newCache(f.ns, f.key.Name, l))).To(Succeed())
+	c := framework.Final(g, k8s, f.key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	f.rec.Await(g, ConsistOf(each("pull", "busybox:1.36", f.nodes...)))
+	g.Expect(podImages(c)).To(Equal([]string{"0 pods, 0 images"}))
+	return f
+}
+
+// webDeployment is the Deployment web, labelled app=web, of replicas pods
+// of busybox:1.37 (an init container) and nginx:1.27.
+func webDeployment(ns string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": "web"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1.37"}},
+					Containers:     []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
+				},
+			},
+		},
+	}
+}
+
 func podImages(c *v1alpha2.ImageCache) []string {
 	var out []string
 	for _, l := range c.Status.PodImages {

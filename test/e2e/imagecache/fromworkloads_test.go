@@ -5,16 +5,13 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/framework"
-	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 // TestFromWorkloadsPullsBeforeAPausedRollout: a cache whose list follows
@@ -26,46 +23,19 @@ import (
 // what the cache's Jobs pull, and they report it (status.images).
 func TestFromWorkloadsPullsBeforeAPausedRollout(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: "cache-only", Effect: corev1.TaintEffectNoSchedule}
-	pool, sel := nodePool(t, g, "rollout", sandbox.NodeSpec{Name: "a", Taints: []corev1.Taint{taint}},
-		sandbox.NodeSpec{Name: "b", Taints: []corev1.Taint{taint}})
-	poolNodes := []string{pool + "-a", pool + "-b"}
-	rec := framework.RecordJobs(t, kube, ns, nil)
-	runController(t, nil)
-
-	key := client.ObjectKey{Namespace: ns, Name: "follows-templates"}
-	l := withSelector(sel, "busybox:1.36")
-	l.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
-	l.FromWorkloads = &v1alpha2.FromWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	t0 := framework.Tick()
-	g.Expect(k8s.Create(context.Background(), newCache(ns, key.Name, l))).To(Succeed())
-	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
-	rec.Await(g, ConsistOf(each("pull", "busybox:1.36", poolNodes...)))
-	g.Expect(podImages(c)).To(Equal([]string{"0 pods, 0 images"}))
+	f := followWeb(t, g, "rollout", func(l *v1alpha2.CacheSpecImages) {
+		l.FromWorkloads = &v1alpha2.FromWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	})
+	ns, key, poolNodes, rec := f.ns, f.key, f.nodes, f.rec
 
 	// A paused Deployment: its template's images, the init container's
 	// included, are pulled though it runs no pod.
 	labels := map[string]string{"app": "web"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Paused:   true,
-			Replicas: ptr.To(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1.37"}},
-					Containers:     []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
-				},
-			},
-		},
-	}
+	d := webDeployment(ns, 2)
+	d.Spec.Paused = true
 	t1 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), d)).To(Succeed())
-	c = framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
 	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	rec.Await(g, ConsistOf(append(each("pull", "busybox:1.37", poolNodes...), each("pull", "nginx:1.27", poolNodes...)...)))
 	used := ns + "/Deployment/web"
