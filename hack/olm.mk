@@ -72,11 +72,18 @@ bundle: $(OPERATOR_SDK) $(KUSTOMIZE) ## Regenerate bundle/ and bundle.Dockerfile
 		-e '/^LABEL operators.operatorframework.io.bundle.channel.default.v1=/a LABEL com.redhat.openshift.versions=$(OPENSHIFT_VERSIONS)' bundle.Dockerfile
 	$(OPERATOR_SDK) bundle validate ./bundle
 
+# One warning is known to be wrong and let through: the removed-APIs check
+# flags any RBAC rule on cronjobs, since a rule names no API version, as if
+# it granted batch/v1beta1 (removed in 1.25). fromWorkloads lists and watches
+# batch/v1 CronJobs, served since 1.21; the warning must name cronjobs in the
+# CSV's permissions and nothing else to pass.
+BUNDLE_KNOWN_WARNING := Migrate the API\(s\) for cronjobs: \(\[\\"ClusterServiceVersion\.Spec\.InstallStrategy\.StrategySpec\.ClusterPermissions\[[0-9]+\]\.Rules\[[0-9]+\]\\"\]\)"$$
+
 .PHONY: bundle-validate
-bundle-validate: $(OPERATOR_SDK) ## Validate bundle/ with OperatorHub's checks; any warning fails.
+bundle-validate: $(OPERATOR_SDK) ## Validate bundle/ with OperatorHub's checks; any warning but BUNDLE_KNOWN_WARNING fails.
 	@out=$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework 2>&1) || { echo "$$out"; exit 1; }; \
 	 echo "$$out"; \
-	 if grep -qiE 'level=warn|warning' <<<"$$out"; then echo "bundle validate reported warnings"; exit 1; fi
+	 if grep -iE 'level=warn|warning' <<<"$$out" | grep -qvE '$(BUNDLE_KNOWN_WARNING)'; then echo "bundle validate reported warnings"; exit 1; fi
 
 .PHONY: bundle-verify
 bundle-verify: $(OPERATOR_SDK) $(KUSTOMIZE) ## Fail when bundle/ or bundle.Dockerfile drifts from config/ (regenerates them in place).
