@@ -301,7 +301,7 @@ func resolveBins(dir, version string) (map[string]string, error) {
 	if len(missing) > 0 {
 		hint := "build the tools into bin/ first"
 		if version != "" {
-			hint = "E2E_KUBE_VERSION/KubeVersion " + version + ": `make tools` builds KUBE_OLDEST_VERSION's"
+			hint = "E2E_KUBE_VERSION/KubeVersion " + version + ": `make kube-oldest-tools` builds KUBE_OLDEST_VERSION's"
 		}
 		return nil, fmt.Errorf("sandbox: %s missing from %s (%s)", strings.Join(missing, ", "), dir, hint)
 	}
