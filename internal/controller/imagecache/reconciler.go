@@ -1,7 +1,7 @@
 // Package imagecache runs ImageCache operations: it decides which operation
 // is due, starts its Jobs within the pacing caps, settles their results and
-// writes the status. The decisions themselves live in the pure packages
-// plan, jobs and results.
+// decides the status, which cachestatus writes (status.go). The decisions
+// themselves live in the pure packages plan, jobs and results.
 package imagecache
 
 import (

@@ -2,6 +2,11 @@
 // operation starts, every Job the controller ever made is deleted (retained
 // ones included) and every cache left in Processing is marked Aborted so it
 // runs again. It runs once per leadership, as the original did at start-up.
+//
+// It aborts through cachestatus, the one home of status writes, and does
+// not import the reconciler's package: the reconciler waits for this
+// clean-up before any operation starts, so the clean-up must not depend on
+// it in turn. Both stand on cachestatus, which imports neither.
 package preflight
 
 import (
