@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -312,7 +313,7 @@ func (r *Reconciler) createFailure(op *operation, name string, err error, now ti
 	if errors.As(err, &buildError{}) {
 		return results.Outcome{State: results.Failed, Reason: "JobInvalid", Message: truncate(err.Error())}, true
 	}
-	if refusedForGood(err) {
+	if cachestatus.RefusedForGood(err) {
 		return results.Outcome{State: results.Failed, Reason: nonEmpty(reason, "JobCreateRefused"),
 			Message: truncate("the API server refused the Job: " + err.Error())}, true
 	}
@@ -327,16 +328,6 @@ func (r *Reconciler) createFailure(op *operation, name string, err error, now ti
 	}
 	return results.Outcome{State: results.Failed, Expired: true, Reason: nonEmpty(reason, "JobCreateFailed"),
 		Message: truncate(fmt.Sprintf("creating the Job failed for %s, the pull deadline: %v", r.Config.Deadline, err))}, true
-}
-
-// refusedForGood tells a refusal from an error that may pass. Quotas and
-// admission policies answer Forbidden (or Invalid, for a policy that says
-// so); a malformed object is Invalid or BadRequest. Timeouts, conflicts,
-// throttling, 5xx and network errors are retried.
-func refusedForGood(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsMethodNotSupported(err) || apierrors.IsRequestEntityTooLargeError(err) ||
-		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err)
 }
 
 // buildError is a Job we could not build: the same work would fail the same

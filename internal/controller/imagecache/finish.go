@@ -9,12 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -37,7 +37,7 @@ func (r *Reconciler) finish(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	key := types.NamespacedName{Namespace: cache.Namespace, Name: cache.Name}
 	var end ending
-	err = r.writeStatus(ctx, key, op.uid, firstFailureLimit(op, whole), func(st *v1alpha2.ImageCacheStatus, limit int) {
+	err = r.statusWriter().WriteFinal(ctx, key, op.uid, firstFailureLimit(op, whole), func(st *v1alpha2.ImageCacheStatus, limit int) {
 		end = r.finalStatus(st, op, whole, limit)
 	})
 	if apierrors.IsNotFound(err) {
@@ -75,7 +75,7 @@ func (r *Reconciler) wholePlan(ctx context.Context, op *operation) (*plan.Plan, 
 // another's with those before it that it did not retry (results.Carry).
 func firstFailureLimit(op *operation, whole *plan.Plan) int {
 	if whole != nil {
-		return MaxFailures
+		return cachestatus.MaxFailures
 	}
 	failures := 0
 	for _, l := range op.final.summary.Failures {
@@ -131,7 +131,7 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	st.Reason = string(op.kind)
 	st.Message = e.sum.Message
 	var dropped int32
-	st.Failures, dropped = boundFailures(e.failures, limit)
+	st.Failures, dropped = cachestatus.BoundFailures(e.failures, limit)
 	st.FailuresOmitted = e.omitted + dropped
 	now := metav1.NewTime(r.Clock.Now())
 	st.CompletionTime = &now
@@ -149,8 +149,8 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	if dropped > 0 {
 		detail += fmt.Sprintf(" (%d failures left out of status.failures for size)", dropped)
 	}
-	ready := results.Ready(st.Status, failureCount(st), e.lacking, detail)
-	setEndConditions(st, string(op.kind), detail, ready, op.generation)
+	ready := results.Ready(st.Status, cachestatus.FailureCount(st), e.lacking, detail)
+	cachestatus.SetEndConditions(st, string(op.kind), detail, ready, op.generation)
 	return ending{status: e.sum.Status, detail: detail}
 }
 
@@ -274,39 +274,6 @@ func wholeCounts(p *plan.Plan, failures map[string]v1alpha2.NodeReasonMessageLis
 	return c
 }
 
-// writeStatus writes a cache's status with set applied to a fresh read,
-// retrying conflicts. When the API server refuses the object for good (too
-// large for etcd, or a policy on its size), set is applied again with half
-// as many of the failures (about that many new ones) as the last try, down
-// to none, with failuresOmitted counting the rest: a status that cannot be
-// written would leave the cache Processing for ever.
-func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, uid types.UID, failures int, set func(st *v1alpha2.ImageCacheStatus, limit int)) error {
-	for limit := min(MaxFailures, failures); ; limit /= 2 {
-		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-			fresh := &v1alpha2.ImageCache{}
-			if err := r.APIReader.Get(ctx, key, fresh); err != nil {
-				return err
-			}
-			if fresh.UID != uid {
-				return apierrors.NewNotFound(v1alpha2.GroupVersion.WithResource("imagecaches").GroupResource(), key.Name)
-			}
-			set(&fresh.Status, limit)
-			return r.Client.Status().Update(ctx, fresh)
-		})
-		if err == nil || limit == 0 || !statusRefused(err) {
-			return err
-		}
-		log.FromContext(ctx).Info("the final status was refused; writing it with fewer failures", "failures", limit/2, "error", err.Error())
-	}
-}
-
-// statusRefused tells a status the API server will never take as it is
-// from an error that may pass. etcd's own limit comes back as an internal
-// error naming the request as too large.
-func statusRefused(err error) bool {
-	return refusedForGood(err) || (apierrors.IsInternalError(err) && strings.Contains(err.Error(), "too large"))
-}
-
 // decline ends an operation that cannot run, before any Job, with the
 // original's failed status, the reason in failures, a condition and an
 // Event, so that the cache neither hangs in Processing nor starts again
@@ -319,7 +286,7 @@ func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, ki
 	if kind == plan.Purge {
 		msg = v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages
 	}
-	err := r.writeStatus(ctx, client.ObjectKeyFromObject(cache), cache.UID, 1, func(st *v1alpha2.ImageCacheStatus, _ int) {
+	err := r.statusWriter().WriteFinal(ctx, client.ObjectKeyFromObject(cache), cache.UID, 1, func(st *v1alpha2.ImageCacheStatus, _ int) {
 		now := metav1.NewTime(r.Clock.Now())
 		st.Status, st.Reason, st.Message = v1alpha2.ImageCacheActionStatusFailed, string(kind), msg
 		st.Failures = map[string]v1alpha2.NodeReasonMessageList{"(spec)": {{Node: "(all nodes)", Reason: reason, Message: why}}}
@@ -327,7 +294,7 @@ func (r *Reconciler) decline(ctx context.Context, cache *v1alpha2.ImageCache, ki
 		st.StartTime, st.CompletionTime, st.RefreshedTime = &now, &now, &now
 		st.ObservedGeneration = cache.Generation
 		st.Counts, st.Progress = nil, ""
-		setStatusConditions(st, false, reason, why, cache.Generation)
+		cachestatus.SetConditions(st, false, reason, why, cache.Generation)
 	})
 	if err != nil {
 		return client.IgnoreNotFound(err)

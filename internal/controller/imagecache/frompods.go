@@ -210,7 +210,7 @@ func (r *Reconciler) followPods(ctx context.Context, cache *v1alpha2.ImageCache)
 		cache.Status.PodImages = pods.record
 		// The resourceVersion of our read guards this write: a stale read
 		// conflicts, and the next reconcile looks again.
-		if err := r.Client.Status().Update(ctx, cache); err != nil {
+		if err := r.statusWriter().WriteTransition(ctx, cache); err != nil {
 			return ctrl.Result{}, false, err
 		}
 		if len(dropped) > 0 {

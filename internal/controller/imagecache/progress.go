@@ -31,7 +31,7 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 	if retry > 0 && (next == 0 || retry < next) {
 		next = retry
 	}
-	wait, err := r.writeProgress(ctx, cache, op)
+	wait, err := r.statusWriter().WriteProgress(ctx, cache, op.counts, &op.pace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

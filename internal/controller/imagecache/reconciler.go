@@ -1,7 +1,7 @@
 // Package imagecache runs ImageCache operations: it decides which operation
 // is due, starts its Jobs within the pacing caps, settles their results and
-// writes the status. The decisions themselves live in the pure packages
-// plan, jobs and results.
+// decides the status, which cachestatus writes (status.go). The decisions
+// themselves live in the pure packages plan, jobs and results.
 package imagecache
 
 import (
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
@@ -312,23 +313,13 @@ func (r *Reconciler) adopt(ctx context.Context, cache *v1alpha2.ImageCache) erro
 		cache.Status.ProcessedSpec = cache.Spec.DeepCopy()
 	}
 	log.FromContext(ctx).Info("took over a cache the original kube-fledged left, with nothing due", "generation", cache.Generation)
-	return r.Client.Status().Update(ctx, cache)
+	return r.statusWriter().WriteTransition(ctx, cache)
 }
 
-// abort marks a cache whose operation cannot be finished. The update carries
-// the resourceVersion read, so a stale read fails instead of aborting a live
-// operation.
+// abort marks a cache whose operation cannot be finished. The transition
+// carries the resourceVersion read, so a stale read fails instead of
+// aborting a live operation.
 func (r *Reconciler) abort(ctx context.Context, cache *v1alpha2.ImageCache) error {
-	Abort(cache, r.Clock.Now())
-	return r.Client.Status().Update(ctx, cache)
-}
-
-// Abort sets the original's aborted status on a cache.
-func Abort(cache *v1alpha2.ImageCache, now time.Time) {
-	cache.Status.Status = v1alpha2.ImageCacheActionStatusAborted
-	cache.Status.Reason = v1alpha2.ImageCacheReasonImagePullAborted
-	cache.Status.Message = v1alpha2.ImageCacheMessagePullingAborted
-	t := metav1Time(now)
-	cache.Status.CompletionTime = &t
-	setConditions(cache, false, "Aborted", v1alpha2.ImageCacheMessagePullingAborted, cache.Generation)
+	cachestatus.Abort(cache, r.Clock.Now())
+	return r.statusWriter().WriteTransition(ctx, cache)
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/pacing"
@@ -53,10 +54,10 @@ func (r *Reconciler) start(ctx context.Context, cache *v1alpha2.ImageCache, kind
 	detail := markProcessing(cache, op, in.pods)
 	// The resourceVersion of our read guards this write: on a stale read it
 	// conflicts and nothing has started.
-	if err := r.Client.Status().Update(ctx, cache); err != nil {
+	if err := r.statusWriter().WriteTransition(ctx, cache); err != nil {
 		return ctrl.Result{}, err
 	}
-	op.written, op.lastWrite = op.counts, op.start
+	op.pace = cachestatus.Paced(op.counts, op.start)
 	r.ops.put(client.ObjectKeyFromObject(cache), op)
 	r.startHeld(cache, op, in.nodes, &in.plan)
 	r.announceStart(ctx, cache, op, in, detail)
@@ -320,8 +321,6 @@ func skippedNodes(left map[string]string) []v1alpha2.SkippedNodes {
 	sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
 	return out
 }
-
-func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t) }
 
 // invalidParallelLabels says, for each node the work goes to whose
 // pacing.LabelParallelPulls is not a number, that its pulls are all counted:

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -103,9 +104,8 @@ type operation struct {
 	// set them again meanwhile.
 	consumes map[string]string
 
-	counts    v1alpha2.Counts
-	written   v1alpha2.Counts
-	lastWrite time.Time
+	counts v1alpha2.Counts
+	pace   cachestatus.Pace
 
 	// unseen are Jobs (by Job name) created since the last settle: each is
 	// looked at once after its creation, whatever its events did meanwhile.

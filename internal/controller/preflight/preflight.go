@@ -2,6 +2,11 @@
 // operation starts, every Job the controller ever made is deleted (retained
 // ones included) and every cache left in Processing is marked Aborted so it
 // runs again. It runs once per leadership, as the original did at start-up.
+//
+// It aborts through cachestatus, the one home of status writes, and does
+// not import the reconciler's package: the reconciler waits for this
+// clean-up before any operation starts, so the clean-up must not depend on
+// it in turn. Both stand on cachestatus, which imports neither.
 package preflight
 
 import (
@@ -18,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
-	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
@@ -108,8 +113,10 @@ func (p *Cleanup) run(ctx context.Context) error {
 			if fresh.Status.Status != v1alpha2.ImageCacheActionStatusProcessing {
 				return nil
 			}
-			imagecache.Abort(fresh, p.Clock.Now())
-			return p.Client.Status().Update(ctx, fresh)
+			// A transition on a fresh read: one that conflicts
+			// is tried again on the cache as it is now.
+			cachestatus.Abort(fresh, p.Clock.Now())
+			return cachestatus.Writer{Client: p.Client}.WriteTransition(ctx, fresh)
 		})
 		if err != nil {
 			return fmt.Errorf("aborting %s: %w", key, err)
