@@ -34,6 +34,7 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/controller/imagecache"
 	"github.com/kubefledged/kube-fledged/internal/controller/preflight"
 	"github.com/kubefledged/kube-fledged/internal/controller/startuptaint"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/manageropts"
@@ -463,8 +464,10 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	if taint := o.StartupTaint.Value; taint != nil {
 		r.Config.StartupTaint = taint
 		r.Config.Jobs.PullTolerations = []corev1.Toleration{taint.Toleration()}
-		st := startuptaint.New(mgr.GetClient(), mgr.GetEventRecorderFor("kubefledged-controller"), taint, o.StartupTaintTimeout.Value, r)
-		r.HeldNodeSettled = st.Wake
+		// The ImageCache reconciler writes the ledger; the startup-taint
+		// controller and the held-nodes metrics read it.
+		r.Held = heldledger.New()
+		st := startuptaint.New(mgr.GetClient(), mgr.GetEventRecorderFor("kubefledged-controller"), taint, o.StartupTaintTimeout.Value, r.Held)
 		if err := st.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -46,6 +46,59 @@ type CacheState struct {
 	Failed []string
 }
 
+// Facts are what the ImageCache reconciler has told of one cache and one
+// held node (package heldledger keeps them), each part for the cache's
+// current UID only: a cache deleted and recreated under its name is
+// another cache, of which nothing is known yet.
+type Facts struct {
+	// Running says that an operation of the cache runs; Purge, that it is
+	// a purge.
+	Running, Purge bool
+	// CoverageKnown says that the reconciler knows the nodes the cache's
+	// images were last put on; Covered, that the node is one of them.
+	CoverageKnown, Covered bool
+	// Record is the node's record, kept from the start of an operation
+	// that pulls onto it; nil when there is none.
+	Record *Record
+}
+
+// Record is how the pulls of one cache on one held node stand.
+type Record struct {
+	// Pending are the images not settled yet, sorted.
+	Pending []string
+	// Failed are the images that failed, sorted.
+	Failed []string
+}
+
+// State says how a cache stands on a held node from the facts:
+//
+//   - With a record: done once nothing is pending, with the failed images.
+//   - Without one, while an operation runs: a purge wants nothing; otherwise
+//     the node is done only if an earlier operation covered it (it got the
+//     taint after), else it waits to join the operation or to get one of
+//     its own when this one ends.
+//   - Without one or an operation: done if covered, else waiting for the
+//     new-node operation the next reconcile starts.
+//   - Not known while the reconciler has not looked at the cache since it
+//     started: it has neither an operation nor a coverage of it.
+func State(f Facts) CacheState {
+	if r := f.Record; r != nil {
+		st := CacheState{Known: true, Done: len(r.Pending) == 0, Failed: r.Failed}
+		if !st.Done {
+			st.Pending = r.Pending
+		}
+		return st
+	}
+	covered := f.CoverageKnown && f.Covered
+	if f.Running {
+		return CacheState{Known: true, Done: covered || f.Purge}
+	}
+	if !f.CoverageKnown {
+		return CacheState{}
+	}
+	return CacheState{Known: true, Done: covered}
+}
+
 // Cache is one ImageCache and how it stands on the node.
 type Cache struct {
 	Cache *v1alpha2.ImageCache

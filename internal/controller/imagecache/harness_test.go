@@ -40,6 +40,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/podimages"
 )
@@ -135,6 +136,9 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 	}
 	h.pods = &podIndex{api: h.api}
 	h.r = &Reconciler{Client: c, APIReader: c, Jobs: jobIndex{h.api}, Pods: h.pods, Recorder: h.rec, Clock: h.clock, Config: cfg}
+	if cfg.StartupTaint != nil {
+		h.r.Held = heldledger.New()
+	}
 	h.r.init()
 	return h
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/hold"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
@@ -31,18 +32,29 @@ func startupConfig() Config {
 
 func jobsOptionsWith(t ...corev1.Toleration) jobs.Options { return jobs.Options{PullTolerations: t} }
 
-// heldHarness is a harness whose reconciler runs with the startup taint and
-// records the nodes it reports settled.
-func heldHarness(t *testing.T, cfg Config, objs ...*corev1.Node) (*harness, *[]string) {
+// heldHarness is a harness whose reconciler runs with the startup taint,
+// writing a ledger.
+func heldHarness(t *testing.T, cfg Config, objs ...*corev1.Node) *harness {
 	h := newHarness(t, cfg)
 	for _, n := range objs {
 		if err := h.api.Create(h.ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	notified := new([]string)
-	h.r.HeldNodeSettled = func(n string) { *notified = append(*notified, n) }
-	return h, notified
+	return h
+}
+
+// woken are the nodes the ledger woke since the last call, in order.
+func woken(l *heldledger.Ledger) []string {
+	var out []string
+	for {
+		select {
+		case e := <-l.Settled():
+			out = append(out, e.Object.GetName())
+		default:
+			return out
+		}
+	}
 }
 
 func (h *harness) create(c *v1alpha2.ImageCache) {
@@ -52,13 +64,13 @@ func (h *harness) create(c *v1alpha2.ImageCache) {
 	}
 }
 
-// nodeState asks the reconciler how cache c stands on node n.
+// nodeState reads from the ledger how cache c stands on node n.
 func (h *harness) nodeState(c, n string) hold.CacheState {
-	return h.r.NodeState(h.req(c).NamespacedName, types.UID("uid-"+c), n)
+	return h.r.Held.State(h.req(c).NamespacedName, types.UID("uid-"+c), n)
 }
 
 // Each step of a cache on a held node, as the startup-taint controller
-// sees it through NodeState, and the nodes the reconciler reports settled.
+// reads it from the ledger, and the nodes the ledger wakes.
 func TestHeldNodeState(t *testing.T) {
 	const (
 		nginx = "nginx:1.27"
@@ -217,19 +229,19 @@ func TestHeldNodeState(t *testing.T) {
 		steps: func(h *harness, g Gomega) {
 			h.succeed("c")
 			h.editNode("new", released)
-			g.Expect(h.r.ops.held).To(BeEmpty())
+			g.Expect(h.r.Held.Records()).To(BeZero())
 		},
 		want: done(), notified: []string{"new"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			h, notified := heldHarness(t, startupConfig(), tt.nodes...)
+			h := heldHarness(t, startupConfig(), tt.nodes...)
 			h.create(tt.cache)
 			tt.steps(h, g)
 			g.Expect(h.nodeState("c", "new")).To(Equal(tt.want))
-			g.Expect(*notified).To(Equal(tt.notified))
-			g.Expect(h.r.NodeState(h.req("c").NamespacedName, "another-uid", "new")).To(Equal(hold.CacheState{}),
+			g.Expect(woken(h.r.Held)).To(Equal(tt.notified))
+			g.Expect(h.r.Held.State(h.req("c").NamespacedName, "another-uid", "new")).To(Equal(hold.CacheState{}),
 				"a cache recreated under the name is another cache")
 		})
 	}
@@ -241,7 +253,7 @@ func TestHeldNodeState(t *testing.T) {
 func TestHeldNodeAfterRestart(t *testing.T) {
 	g := NewWithT(t)
 	const img = "nginx:1.27"
-	h, _ := heldHarness(t, startupConfig(), node("a"), node("new", heldByTaint))
+	h := heldHarness(t, startupConfig(), node("a"), node("new", heldByTaint))
 	h.create(imageCache("c", img))
 	h.settleDown("c")
 	g.Expect(h.nodeState("c", "new")).To(Equal(hold.CacheState{Known: true, Pending: []string{img}}))
@@ -254,10 +266,9 @@ func TestHeldNodeAfterRestart(t *testing.T) {
 	}
 	h.advance(time.Minute)
 	cfg := h.r.Config
-	h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Jobs: h.r.Jobs, Recorder: h.rec, Clock: h.clock, Config: cfg}
+	h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Jobs: h.r.Jobs, Recorder: h.rec, Clock: h.clock, Config: cfg,
+		Held: heldledger.New()}
 	h.r.init()
-	var notified []string
-	h.r.HeldNodeSettled = func(n string) { notified = append(notified, n) }
 	g.Expect(h.nodeState("c", "new")).To(Equal(hold.CacheState{}), "unknown until the cache is looked at")
 
 	h.settleDown("c")
@@ -267,6 +278,6 @@ func TestHeldNodeAfterRestart(t *testing.T) {
 	g.Expect(h.nodeState("c", "new")).To(Equal(hold.CacheState{Known: true, Pending: []string{img}}))
 	h.succeed("c")
 	g.Expect(h.nodeState("c", "new")).To(Equal(hold.CacheState{Known: true, Done: true}))
-	g.Expect(notified).To(Equal([]string{"new"}))
+	g.Expect(woken(h.r.Held)).To(Equal([]string{"new"}))
 	g.Expect(h.nodeState("c", "a")).To(Equal(hold.CacheState{Known: true, Done: true}), "a node not held is covered")
 }

@@ -34,7 +34,7 @@ func (r *Reconciler) cachesForNode(ctx context.Context, obj client.Object) []rec
 	}
 	if r.Config.StartupTaint != nil && !r.Config.StartupTaint.On(node) {
 		// Released (or never held): nobody asks about it any more.
-		r.ops.releasedNode(node.Name)
+		r.Held.Released(node.Name)
 	}
 	out := r.cachesWhere(ctx, func(_ *v1alpha2.ImageCache, l *v1alpha2.CacheSpecImages) bool { return plan.Selects(l, node) })
 	for _, req := range out {

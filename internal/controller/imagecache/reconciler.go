@@ -27,6 +27,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
@@ -95,11 +96,10 @@ type Reconciler struct {
 	// Ready is closed when the start-up clean-up has finished; no operation
 	// starts before, so no new Job can be deleted by it.
 	Ready <-chan struct{}
-	// HeldNodeSettled, when set, is told each time every pair of a cache
-	// on a node held by the startup taint is settled, so that the node is
-	// released now rather than at the cache's next status write. It must
-	// not block.
-	HeldNodeSettled func(node string)
+	// Held, with the startup taint on, is where the reconciler writes how
+	// each cache stands on each node the taint holds (held.go), for the
+	// startup-taint controller and the metrics to read; nil with it off.
+	Held *heldledger.Ledger
 
 	started time.Time
 	ops     *tracker
@@ -148,7 +148,7 @@ func (r *Reconciler) init() {
 		r.Config.StatusInterval = time.Second
 	}
 	r.started = r.Clock.Now()
-	r.ops = newTracker()
+	r.ops = newTracker(r.Held)
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha2.ImageCache], 1024)
 	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.wakeUp)
 }

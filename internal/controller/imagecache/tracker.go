@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -152,9 +153,11 @@ type tracker struct {
 	// nodesChanged are the caches with a running operation that a node
 	// event concerned: a node may have become eligible meanwhile.
 	nodesChanged map[types.NamespacedName]bool
-	// held are the records of nodes that carry the startup taint, per
-	// cache (held.go).
-	held map[types.NamespacedName]*heldCache
+	// ledger is told of every start and end of an operation and every
+	// coverage, under mu so that it sees them in the tracker's order: the
+	// startup-taint controller reads them there (package heldledger). Nil
+	// with the taint off.
+	ledger *heldledger.Ledger
 }
 
 type coverage struct {
@@ -198,10 +201,10 @@ func (o *operation) pairs(job string) []int {
 	return nil
 }
 
-func newTracker() *tracker {
+func newTracker(ledger *heldledger.Ledger) *tracker {
 	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{},
 		changed: map[types.NamespacedName]map[string]bool{}, nodesChanged: map[types.NamespacedName]bool{},
-		held: map[types.NamespacedName]*heldCache{}}
+		ledger: ledger}
 }
 
 // nodeChanged notes a node event that concerns cache k, if an operation runs.
@@ -276,6 +279,7 @@ func (t *tracker) put(k types.NamespacedName, o *operation) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ops[k] = o
+	t.ledger.Started(k, o.uid, o.kind == plan.Purge)
 }
 
 func (t *tracker) drop(k types.NamespacedName) *operation {
@@ -285,6 +289,7 @@ func (t *tracker) drop(k types.NamespacedName) *operation {
 	delete(t.ops, k)
 	delete(t.changed, k)
 	delete(t.nodesChanged, k)
+	t.ledger.Ended(k)
 	return o
 }
 
@@ -302,6 +307,7 @@ func (t *tracker) setCoverage(k types.NamespacedName, uid types.UID, nodes map[s
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.coverage[k] = coverage{uid: uid, nodes: nodes}
+	t.ledger.Cover(k, uid, nodes)
 }
 
 func (t *tracker) forget(k types.NamespacedName) {
@@ -311,7 +317,7 @@ func (t *tracker) forget(k types.NamespacedName) {
 	delete(t.coverage, k)
 	delete(t.changed, k)
 	delete(t.nodesChanged, k)
-	delete(t.held, k)
+	t.ledger.Forget(k)
 }
 
 func newOperationID() string {

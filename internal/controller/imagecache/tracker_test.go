@@ -41,7 +41,7 @@ func TestTrackerChangedJobs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			tr := newTracker()
+			tr := newTracker(nil)
 			tt.steps(tr)
 			for k, want := range tt.want {
 				g.Expect(tr.takeChanged(k)).To(Equal(want), "%s", k)
@@ -54,7 +54,7 @@ func TestTrackerChangedJobs(t *testing.T) {
 func TestTrackerTakeThenChange(t *testing.T) {
 	g := NewWithT(t)
 	a := types.NamespacedName{Namespace: "ns", Name: "c"}
-	tr := newTracker()
+	tr := newTracker(nil)
 	tr.put(a, &operation{})
 	tr.jobChanged(a, "j1")
 	g.Expect(tr.takeChanged(a)).To(Equal(map[string]bool{"j1": true}))
@@ -68,7 +68,7 @@ func TestTrackerNodesChanged(t *testing.T) {
 	g := NewWithT(t)
 	a := types.NamespacedName{Namespace: "ns", Name: "a"}
 	b := types.NamespacedName{Namespace: "ns", Name: "b"}
-	tr := newTracker()
+	tr := newTracker(nil)
 	tr.put(a, &operation{})
 	tr.nodeChanged(a)
 	tr.nodeChanged(b)

@@ -4,8 +4,10 @@
 // controller removes exactly that taint once every (image, node) pair of
 // every cache that applies to the node is settled, at once from a node no
 // cache applies to, and anyway at the timeout. The rules are the pure
-// package hold; how each cache stands on the node comes from the ImageCache
-// reconciler (States).
+// package hold; how each cache stands on the node is read from the ledger
+// the ImageCache reconciler writes (package heldledger), which also wakes a
+// node when a cache's pairs on it settle. Nothing flows back: this
+// controller only reads.
 //
 // It is level-based: a node is held because it carries the taint, and
 // nothing else is kept, so a restart finds every held node again from the
@@ -38,16 +40,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/hold"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
-
-// States says how a cache stands on a held node: the ImageCache
-// reconciler in the controller, a stand-in in unit tests.
-type States interface {
-	NodeState(cache types.NamespacedName, uid types.UID, node string) hold.CacheState
-}
 
 // DefaultResync is how often a held node is looked at again when nothing
 // wakes it. Every change that can release it wakes it (the node, a cache,
@@ -64,40 +61,27 @@ type Reconciler struct {
 	// Timeout is --node-startup-taint-timeout, counted from the node's
 	// creation.
 	Timeout time.Duration
-	States  States
-	Resync  time.Duration
-
-	wake chan event.TypedGenericEvent[*corev1.Node]
+	// Ledger is how each cache stands on each held node.
+	Ledger *heldledger.Ledger
+	Resync time.Duration
 }
 
-// New returns a reconciler whose Wake works at once, before the manager
-// starts: the ImageCache reconciler may call it from its first reconcile.
-func New(c client.Client, rec record.EventRecorder, taint *plan.StartupTaint, timeout time.Duration, states States) *Reconciler {
-	return &Reconciler{Client: c, Recorder: rec, Clock: clock.RealClock{}, Taint: taint, Timeout: timeout, States: states,
-		Resync: DefaultResync, wake: make(chan event.TypedGenericEvent[*corev1.Node], 1024)}
-}
-
-// Wake asks for a node to be looked at now. It never blocks: when the
-// queue of wake-ups is full, the node's resync catches it.
-func (r *Reconciler) Wake(node string) {
-	n := &corev1.Node{}
-	n.Name = node
-	select {
-	case r.wake <- event.TypedGenericEvent[*corev1.Node]{Object: n}:
-	default:
-	}
+// New returns a reconciler that reads ledger.
+func New(c client.Client, rec record.EventRecorder, taint *plan.StartupTaint, timeout time.Duration, ledger *heldledger.Ledger) *Reconciler {
+	return &Reconciler{Client: c, Recorder: rec, Clock: clock.RealClock{}, Taint: taint, Timeout: timeout, Ledger: ledger,
+		Resync: DefaultResync}
 }
 
 // SetupWithManager registers the controller: held nodes as they change,
 // every held node when a cache changes (its spec may now select a node or
-// not, its status says an operation started or ended), and the wake-ups of
-// the ImageCache reconciler.
+// not, its status says an operation started or ended), and the ledger's
+// wake-ups.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("startuptaint").
 		For(&corev1.Node{}, builder.WithPredicates(r.heldChanges())).
 		Watches(&v1alpha2.ImageCache{}, handler.EnqueueRequestsFromMapFunc(r.heldNodes)).
-		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*corev1.Node]{})).
+		WatchesRawSource(source.Channel(r.Ledger.Settled(), &handler.TypedEnqueueRequestForObject[*corev1.Node]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
@@ -188,7 +172,7 @@ func (r *Reconciler) input(node *corev1.Node, caches []v1alpha2.ImageCache) hold
 	in := hold.Input{Node: node, Taint: r.Taint, Timeout: r.Timeout, Now: r.Clock.Now()}
 	for i := range caches {
 		c := &caches[i]
-		in.Caches = append(in.Caches, hold.Cache{Cache: c, State: r.States.NodeState(client.ObjectKeyFromObject(c), c.UID, node.Name)})
+		in.Caches = append(in.Caches, hold.Cache{Cache: c, State: r.Ledger.State(client.ObjectKeyFromObject(c), c.UID, node.Name)})
 	}
 	return in
 }

@@ -3,11 +3,12 @@ package startuptaint
 // The harness is the ImageCache reconciler's, cut to what this controller
 // does: the fake API server records every write (with patch bodies) and
 // can change the node just before a patch lands, as a concurrent writer
-// would; States is a table; time is a fake clock; Events go to a
+// would; the ledger holds a table of states; time is a fake clock; Events go to a
 // FakeRecorder. Tests call Reconcile directly.
 
 import (
 	"context"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/fakeapi"
+	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/hold"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
@@ -48,8 +50,46 @@ const timeout = 10 * time.Minute
 // states is a table of how each cache stands on each node.
 type states map[string]hold.CacheState // "cache/node"
 
-func (s states) NodeState(cache types.NamespacedName, _ types.UID, node string) hold.CacheState {
-	return s[cache.Name+"/"+node]
+// ledger writes the table into a ledger as the ImageCache reconciler
+// leaves it: a record for a node with images pending or failed, a coverage
+// for a node that is done or waits for an operation.
+func (s states) ledger(t *testing.T) *heldledger.Ledger {
+	l := heldledger.New()
+	covered := map[string]map[string]bool{}
+	for key, st := range s {
+		cache, node, _ := strings.Cut(key, "/")
+		switch {
+		case !st.Known:
+		case st.Pending != nil || st.Failed != nil:
+			p := &heldledger.Pulls{Pending: map[string]bool{}, Failed: map[string]bool{}}
+			for _, img := range st.Pending {
+				p.Pending[img] = true
+			}
+			for _, img := range st.Failed {
+				p.Failed[img] = true
+			}
+			l.Hold(cacheKey(cache), types.UID("uid-"+cache), map[string]*heldledger.Pulls{node: p}, false)
+		default:
+			if covered[cache] == nil {
+				covered[cache] = map[string]bool{}
+			}
+			covered[cache][node] = st.Done
+		}
+	}
+	for cache, nodes := range covered {
+		l.Cover(cacheKey(cache), types.UID("uid-"+cache), nodes)
+	}
+	for key, st := range s {
+		cache, node, _ := strings.Cut(key, "/")
+		if got := l.State(cacheKey(cache), types.UID("uid-"+cache), node); !reflect.DeepEqual(got, st) {
+			t.Fatalf("the ledger says %+v of %s, the table %+v", got, key, st)
+		}
+	}
+	return l
+}
+
+func cacheKey(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: "apps", Name: name}
 }
 
 type harness struct {
@@ -84,7 +124,7 @@ func newHarness(t *testing.T, st states, objs ...client.Object) *harness {
 			return nil
 		},
 	})
-	h.r = New(c, h.rec, caching, timeout, st)
+	h.r = New(c, h.rec, caching, timeout, st.ledger(t))
 	h.r.Clock = h.clock
 	return h
 }
@@ -306,9 +346,6 @@ func TestWatches(t *testing.T) {
 	}
 	sort.Strings(names)
 	g.Expect(names).To(Equal([]string{"held-1", "held-2"}))
-
-	h.r.Wake("held-1")
-	g.Expect((<-h.r.wake).Object.GetName()).To(Equal("held-1"))
 }
 
 // Held serves the metrics: every node that carries the taint, from its
