@@ -322,6 +322,72 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// TestAdded: what a running operation takes in when the images of its
+// lists grow mid-way.
+func TestAdded(t *testing.T) {
+	web, db := map[string]string{"tier": "web"}, map[string]string{"tier": "db"}
+	cordoned := node("cordoned", web)
+	cordoned.Spec.Unschedulable = true
+	nodes := []corev1.Node{node("a", web, "docker.io/library/nginx:1.28"), node("b", web), node("c", db), node("joining", web), cordoned}
+	covered := map[string]bool{"a": true, "b": true, "c": true}
+	list := func(sel map[string]string, images ...string) v1alpha2.CacheSpecImages {
+		return v1alpha2.CacheSpecImages{Images: images, NodeSelector: sel}
+	}
+	have := v1alpha2.ImageCacheSpec{CacheSpec: []v1alpha2.CacheSpecImages{list(web, "redis:7", "nginx:1.27"), list(nil, "busybox:1.36")}}
+	cases := []struct {
+		name       string
+		lists      []v1alpha2.CacheSpecImages
+		alwaysPull bool
+		want       []string
+		present    int
+		skipped    int
+		skippedBy  map[string]string
+		lacking    map[string]string
+		invalid    []string
+	}{
+		{name: "nothing gained, nothing added", lists: have.CacheSpec},
+		{name: "the same image spelt otherwise is no gain",
+			lists: []v1alpha2.CacheSpecImages{list(web, "docker.io/library/redis:7", "nginx:1.27"), list(nil, "busybox:1.36")}},
+		{name: "a gained image goes on the covered nodes of its list, not on a joining one; one a node reports is present",
+			lists: []v1alpha2.CacheSpecImages{list(web, "redis:7", "nginx:1.27", "nginx:1.28"), list(nil, "busybox:1.36")},
+			want:  []string{"pull nginx:1.28 b"}, present: 1,
+			skipped: 1, skippedBy: map[string]string{"cordoned": v1alpha2.SkipCordoned}, lacking: map[string]string{"cordoned": v1alpha2.SkipCordoned}},
+		{name: "with --image-pull-policy=Always, present or not",
+			lists:      []v1alpha2.CacheSpecImages{list(web, "redis:7", "nginx:1.27", "nginx:1.28"), list(nil, "busybox:1.36")},
+			alwaysPull: true, want: []string{"pull nginx:1.28 a", "pull nginx:1.28 b"},
+			skipped: 1, skippedBy: map[string]string{"cordoned": v1alpha2.SkipCordoned}, lacking: map[string]string{"cordoned": v1alpha2.SkipCordoned}},
+		{name: "an image another list has on a node already is not pulled there twice",
+			lists:   []v1alpha2.CacheSpecImages{list(web, "redis:7", "nginx:1.27"), list(nil, "busybox:1.36", "redis:7")},
+			want:    []string{"pull redis:7 c"},
+			skipped: 1, skippedBy: map[string]string{"cordoned": v1alpha2.SkipCordoned}, lacking: map[string]string{"cordoned": v1alpha2.SkipCordoned}},
+		{name: "an image lost is not the added work's business",
+			lists: []v1alpha2.CacheSpecImages{list(web, "redis:7"), list(nil, "busybox:1.36")}},
+		{name: "an image that does not parse fails, without work",
+			lists:   []v1alpha2.CacheSpecImages{list(web, "redis:7", "nginx:1.27", "Not A Ref"), list(nil, "busybox:1.36")},
+			invalid: []string{"Not A Ref"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			before := have.DeepCopy()
+			p := Added(Input{Spec: v1alpha2.ImageCacheSpec{CacheSpec: c.lists}, Nodes: nodes, AlwaysPull: c.alwaysPull}, have, covered)
+			g.Expect(keys(p)).To(ConsistOf(c.want))
+			g.Expect(p.Present).To(Equal(c.present))
+			g.Expect(p.Desired).To(Equal(len(c.want) + c.present))
+			g.Expect(p.Skipped).To(Equal(c.skipped))
+			g.Expect(p.SkippedNodes).To(Equal(c.skippedBy))
+			g.Expect(p.Lacking).To(Equal(c.lacking))
+			g.Expect(p.Unmatched).To(BeEmpty(), "told at the operation's start")
+			var invalid []string
+			for k := range p.Invalid {
+				invalid = append(invalid, k)
+			}
+			g.Expect(invalid).To(ConsistOf(c.invalid))
+			g.Expect(&have).To(Equal(before), "have is not written to")
+		})
+	}
+}
+
 func TestDue(t *testing.T) {
 	started := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(started.Add(d)); return &t }

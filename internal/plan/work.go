@@ -79,9 +79,12 @@ func skipDelete(n *corev1.Node, _ *v1alpha2.CacheSpecImages) string {
 
 // Build computes the operation's work: one item per (image, node), never two
 // for the same normalised image on the same node.
-func Build(in Input) Plan {
+func Build(in Input) Plan { return build(in, map[string]bool{}) }
+
+// build is Build with the pairs seen already (by jobs.Work.Key) neither
+// worked on nor counted.
+func build(in Input, seen map[string]bool) Plan {
 	p := Plan{Invalid: map[string]string{}}
-	seen := map[string]bool{}
 	nodes := in.Nodes
 	if in.Only != nil {
 		nodes = nil
@@ -223,6 +226,52 @@ func Build(in Input) Plan {
 		panic(fmt.Sprintf("plan: unknown operation %q", in.Op))
 	}
 	return p
+}
+
+// Added is the work a running operation takes in when the images of its
+// lists grow from have to in.Spec (the pods and workload templates it
+// follows gained some): the images each list gained, on the nodes the
+// operation covers, less the pairs it has already (another list may name
+// the same image on the same node). The nodes eligible now that it does not
+// cover are left out: they are joining it (the node path), and get the whole
+// spec there. The nodes its lists select and leave out are counted, as at
+// an operation's start, and those lacking a gained image hold the cache
+// back from Ready. Lists are matched by index: the spec did not change.
+func Added(in Input, have v1alpha2.ImageCacheSpec, covered map[string]bool) Plan {
+	gained := *in.Spec.DeepCopy()
+	for i := range gained.CacheSpec {
+		var had []string
+		if i < len(have.CacheSpec) {
+			had = have.CacheSpec[i].Images
+		}
+		gained.CacheSpec[i].Images, _ = Diff(had, gained.CacheSpec[i].Images)
+	}
+	joining := EligibleNodes(&in.Spec, in.Nodes, in.StartupTaint)
+	only := map[string]bool{}
+	for i := range in.Nodes {
+		if n := in.Nodes[i].Name; covered[n] || !joining[n] {
+			only[n] = true
+		}
+	}
+	seen := map[string]bool{}
+	skip := func(n *corev1.Node, l *v1alpha2.CacheSpecImages) string { return SkipWith(n, l, in.StartupTaint) }
+	for i := range have.CacheSpec {
+		l := &have.CacheSpec[i]
+		eligible, _ := split(in.Nodes, l, skip)
+		for _, img := range l.Images {
+			ref, err := images.Parse(img)
+			if err != nil {
+				continue
+			}
+			for _, n := range eligible {
+				if covered[n.Name] {
+					seen[jobs.Work{Kind: jobs.Pull, Ref: ref, Node: jobs.Node{Name: n.Name}}.Key()] = true
+				}
+			}
+		}
+	}
+	return build(Input{Op: NewNodes, Spec: gained, Nodes: in.Nodes, AlwaysPull: in.AlwaysPull, Only: only,
+		StartupTaint: in.StartupTaint}, seen)
 }
 
 // Diff returns the images of now that were not in was, and those of was no

@@ -7,6 +7,7 @@ package podimages
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -268,6 +269,40 @@ func Gained(was, now []v1alpha2.ListPodImages) bool {
 		}
 	}
 	return false
+}
+
+// Grow is the record of a running operation once the pods and templates
+// it follows changed: now, each list also keeping the images of was that
+// now lacks. An operation takes in what its pods and templates gained, so
+// that the pulls start without waiting for its end, and nothing they lost:
+// an image dropped meanwhile is dropped at its end, as before, with the
+// Event that says so. Neither record is written to.
+func Grow(was, now []v1alpha2.ListPodImages) []v1alpha2.ListPodImages {
+	out := make([]v1alpha2.ListPodImages, len(now))
+	for i, r := range now {
+		r.Images = slices.Clone(r.Images)
+		has := map[string]bool{}
+		for _, img := range r.Images {
+			has[Key(img.Image)] = true
+		}
+		for _, w := range was {
+			if w.List != r.List {
+				continue
+			}
+			for _, img := range w.Images {
+				if k := Key(img.Image); !has[k] {
+					has[k] = true
+					r.Images = append(r.Images, img)
+					r.Count++
+				}
+			}
+		}
+		// In the order Resolve keeps them, so that a record grown and
+		// one resolved compare equal.
+		sort.SliceStable(r.Images, func(a, b int) bool { return Key(r.Images[a].Image) < Key(r.Images[b].Image) })
+		out[i] = r
+	}
+	return out
 }
 
 // Uses says whether a list of the spec has fromPods or fromWorkloads.

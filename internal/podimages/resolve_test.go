@@ -226,3 +226,41 @@ func TestEffectivePriorGained(t *testing.T) {
 	g.Expect(Prior(nil, was, was)).To(BeNil(), "nothing processed: an update pulls everything")
 	g.Expect(Gained(nil, was)).To(BeTrue())
 }
+
+func TestGrow(t *testing.T) {
+	was := []v1alpha2.ListPodImages{record(0, "envoy:1.30", "nginx:1.27"), record(2, "etcd:3")}
+	cases := []struct {
+		name string
+		now  []v1alpha2.ListPodImages
+		want []string
+	}{
+		{name: "nothing changed", now: was,
+			want: []string{"list 0: 0 pods, 2 images, 0 omitted", "  envoy:1.30 1 ", "  nginx:1.27 1 ", "list 2: 0 pods, 1 images, 0 omitted", "  etcd:3 1 "}},
+		{name: "an image gained is taken in, in the order Resolve keeps",
+			now:  []v1alpha2.ListPodImages{record(0, "envoy:1.30", "mysql:8", "nginx:1.27"), record(2, "etcd:3")},
+			want: []string{"list 0: 0 pods, 3 images, 0 omitted", "  envoy:1.30 1 ", "  mysql:8 1 ", "  nginx:1.27 1 ", "list 2: 0 pods, 1 images, 0 omitted", "  etcd:3 1 "}},
+		{name: "an image changed: the new one comes in, the old one stays until the operation ends",
+			now:  []v1alpha2.ListPodImages{record(0, "envoy:1.30", "nginx:1.28"), record(2, "etcd:3")},
+			want: []string{"list 0: 0 pods, 3 images, 0 omitted", "  envoy:1.30 1 ", "  nginx:1.27 1 ", "  nginx:1.28 1 ", "list 2: 0 pods, 1 images, 0 omitted", "  etcd:3 1 "}},
+		{name: "every pod gone: the images stay",
+			now:  []v1alpha2.ListPodImages{record(0), record(2)},
+			want: []string{"list 0: 0 pods, 2 images, 0 omitted", "  envoy:1.30 1 ", "  nginx:1.27 1 ", "list 2: 0 pods, 1 images, 0 omitted", "  etcd:3 1 "}},
+		{name: "the same image spelt otherwise is kept once, as now spells it",
+			now:  []v1alpha2.ListPodImages{record(0, "docker.io/library/nginx:1.27", "envoy:1.30"), record(2, "etcd:3")},
+			want: []string{"list 0: 0 pods, 2 images, 0 omitted", "  envoy:1.30 1 ", "  docker.io/library/nginx:1.27 1 ", "list 2: 0 pods, 1 images, 0 omitted", "  etcd:3 1 "}},
+		{name: "lists are matched by index, not by order",
+			now:  []v1alpha2.ListPodImages{record(2, "etcd:3.5"), record(0, "envoy:1.30", "nginx:1.27")},
+			want: []string{"list 2: 0 pods, 2 images, 0 omitted", "  etcd:3 1 ", "  etcd:3.5 1 ", "list 0: 0 pods, 2 images, 0 omitted", "  envoy:1.30 1 ", "  nginx:1.27 1 "}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			before := found(tc.now)
+			g.Expect(found(Grow(was, tc.now))).To(Equal(tc.want))
+			g.Expect(found(tc.now)).To(Equal(before), "now is not written to")
+			g.Expect(Gained(Grow(was, tc.now), tc.now)).To(BeFalse(), "what is grown holds all now holds")
+		})
+	}
+	g := NewWithT(t)
+	g.Expect(Grow(was, nil)).To(BeEmpty())
+}

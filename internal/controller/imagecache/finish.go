@@ -212,7 +212,12 @@ func recordProcessed(st *v1alpha2.ImageCacheStatus, op *operation) {
 		st.PodImages = nil
 		st.ObservedGeneration = op.generation
 	case plan.NewNodes:
-		// The spec was not acted on as a whole: leave its record be.
+		// The spec was not acted on as a whole: leave its record be,
+		// but for the pod images it took in, which it pulled on every
+		// node it covers.
+		if op.grown {
+			st.PodImages = op.podImages
+		}
 	default:
 		st.ProcessedSpec = op.named.DeepCopy()
 		st.PodImages = op.podImages

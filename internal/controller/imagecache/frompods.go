@@ -273,8 +273,18 @@ func isWorkload(obj client.Object) bool {
 // cachesForPods maps a pod, workload or namespace event to the caches
 // whose fromPods or fromWorkloads may select it: a pod or workload in the
 // cache's namespace, or in any namespace when the list's selection has a
-// namespaceSelector. The reconcile resolves them exactly.
+// namespaceSelector. The reconcile resolves them exactly. It tells the
+// running operations of those caches that their pods may have changed.
 func (r *Reconciler) cachesForPods(ctx context.Context, obj client.Object) []reconcile.Request {
+	out := r.cachesOfPod(ctx, obj)
+	for _, req := range out {
+		r.ops.followedChanged(req.NamespacedName)
+	}
+	return out
+}
+
+// cachesOfPod are the caches cachesForPods wakes.
+func (r *Reconciler) cachesOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
 	_, isNamespace := obj.(*corev1.Namespace)
 	workload := isWorkload(obj)
 	return r.cachesWhere(ctx, func(c *v1alpha2.ImageCache, l *v1alpha2.CacheSpecImages) bool {

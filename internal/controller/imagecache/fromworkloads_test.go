@@ -62,7 +62,7 @@ func (h *harness) addWorkload(obj client.Object) {
 }
 
 // setImage changes the first container image of a Deployment's template,
-// leaving it as paused as it was.
+// leaving it as paused as it was, and delivers its event.
 func (h *harness) setImage(name, image string) {
 	h.t.Helper()
 	d := &appsv1.Deployment{}
@@ -76,6 +76,9 @@ func (h *harness) setImage(name, image string) {
 	}
 	if err := h.api.Update(h.ctx, d); err != nil {
 		h.t.Fatalf("updating %s: %v", name, err)
+	}
+	if got := h.r.cachesForPods(h.ctx, d); len(got) == 0 {
+		h.t.Fatalf("changing %s's image woke no cache", name)
 	}
 }
 

@@ -183,11 +183,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if op := r.running(req.NamespacedName, cache); op != nil {
-		if r.ops.takeNodesChanged(req.NamespacedName) {
-			if err := r.extend(ctx, cache, op); err != nil {
-				r.ops.nodeChanged(req.NamespacedName)
-				return ctrl.Result{}, err
-			}
+		if err := r.grow(ctx, cache, op); err != nil {
+			return ctrl.Result{}, err
 		}
 		return r.progress(ctx, cache, op)
 	}

@@ -43,6 +43,9 @@ type operation struct {
 	sweep bool
 	// joined are the nodes added while the operation ran (extend).
 	joined map[string]bool
+	// grown says that podImages grew while the operation ran (takeIn):
+	// even a new-node operation's end records them then.
+	grown bool
 	// priorCoverage are the eligible nodes that existed when the cache's
 	// previous operation started: its coverage, as far as the cluster tells,
 	// for when the controller has none in memory.
@@ -158,6 +161,12 @@ type tracker struct {
 	// startup-taint controller reads them there (package heldledger). Nil
 	// with the taint off.
 	ledger *heldledger.Ledger
+	// followed are the caches that a pod, workload or namespace event
+	// concerned: their running operation may have images to take in. Unlike
+	// nodesChanged it is kept whether or not an operation runs, since an
+	// event may fall between an operation's reading of the pods and its
+	// start; a stale mark costs one look that finds nothing.
+	followed map[types.NamespacedName]bool
 }
 
 type coverage struct {
@@ -204,7 +213,7 @@ func (o *operation) pairs(job string) []int {
 func newTracker(ledger *heldledger.Ledger) *tracker {
 	return &tracker{ops: map[types.NamespacedName]*operation{}, coverage: map[types.NamespacedName]coverage{},
 		changed: map[types.NamespacedName]map[string]bool{}, nodesChanged: map[types.NamespacedName]bool{},
-		ledger: ledger}
+		followed: map[types.NamespacedName]bool{}, ledger: ledger}
 }
 
 // nodeChanged notes a node event that concerns cache k, if an operation runs.
@@ -223,6 +232,24 @@ func (t *tracker) takeNodesChanged(k types.NamespacedName) bool {
 	defer t.mu.Unlock()
 	c := t.nodesChanged[k]
 	delete(t.nodesChanged, k)
+	return c
+}
+
+// followedChanged notes a pod, workload or namespace event that concerns
+// cache k.
+func (t *tracker) followedChanged(k types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.followed[k] = true
+}
+
+// takeFollowedChanged says whether such an event concerned cache k since the
+// last call.
+func (t *tracker) takeFollowedChanged(k types.NamespacedName) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.followed[k]
+	delete(t.followed, k)
 	return c
 }
 
@@ -317,6 +344,7 @@ func (t *tracker) forget(k types.NamespacedName) {
 	delete(t.coverage, k)
 	delete(t.changed, k)
 	delete(t.nodesChanged, k)
+	delete(t.followed, k)
 	t.ledger.Forget(k)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/test/framework"
+	"github.com/kubefledged/kube-fledged/test/sandbox"
 )
 
 // TestFromWorkloadsPullsBeforeAPausedRollout: a cache whose list follows
@@ -74,4 +75,66 @@ func TestFromWorkloadsPullsBeforeAPausedRollout(t *testing.T) {
 		}
 	}
 	g.Expect(rec.Take()).To(BeEmpty(), "the image the template left is dropped, deleted from no node")
+}
+
+// TestFromWorkloadsTakenInWhileRunning: an image that a followed
+// Deployment's template starts naming while an operation of the cache runs
+// is pulled by that very operation, not by one after it. The operation is
+// held until the pull deadline by the template's first image, whose pull
+// never ends on kwok; the image added to the paused Deployment meanwhile
+// gets its Jobs on every node of the pool while it still runs, and its end
+// counts the image with the others, pulled on every node.
+func TestFromWorkloadsTakenInWhileRunning(t *testing.T) {
+	g := NewWithT(t)
+	f := followWeb(t, g, "takein", func(l *v1alpha2.CacheSpecImages) {
+		l.FromWorkloads = &v1alpha2.FromWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	})
+	ns, key, poolNodes, rec := f.ns, f.key, f.nodes, f.rec
+
+	never := sandbox.HangPrefix + "never:1"
+	d := webDeployment(ns, 1)
+	d.Spec.Paused = true
+	d.Spec.Template.Spec.InitContainers = nil
+	d.Spec.Template.Spec.Containers[0].Image = never
+	t1 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), d)).To(Succeed())
+	rec.Await(g, ConsistOf(each("pull", never, poolNodes...)))
+	held := &v1alpha2.ImageCache{}
+	g.Expect(k8s.Get(context.Background(), key, held)).To(Succeed())
+	g.Expect(held.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing))
+	g.Expect(held.Status.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheUpdate))
+	start := held.Status.StartTime
+
+	// A second container: its image's Jobs start while the update runs.
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(d), d)).To(Succeed())
+	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "nginx:1.28"})
+	g.Expect(k8s.Update(context.Background(), d)).To(Succeed())
+	var pulls []string
+	g.Eventually(func() []string { pulls = append(pulls, rec.Take()...); return pulls }).
+		WithTimeout(opTimeout).Should(ContainElements(each("pull", "nginx:1.28", poolNodes...)))
+	g.Expect(pulls).To(ConsistOf(each("pull", "nginx:1.28", poolNodes...)), "nothing else is pulled: the hanging pulls still run")
+	g.Expect(k8s.Get(context.Background(), key, held)).To(Succeed())
+	g.Expect(held.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the Jobs started while the update ran")
+	g.Expect(held.Status.StartTime).To(Equal(start), "in the update that was running, not one after it")
+	hasCacheEvent(g, ns, key.Name, "Normal PodImagesAdded", "nginx:1.28")
+
+	// Its end, at the hanging pull's deadline, counts the image pulled on
+	// every node, and the nodes report it.
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheUpdate, t1, opTimeout)
+	g.Expect(c.Status.StartTime).To(Equal(start), "the end is the held update's")
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusFailed))
+	var failed []string
+	for img, l := range c.Status.Failures {
+		for _, nf := range l {
+			failed = append(failed, img+" "+nf.Node)
+		}
+	}
+	g.Expect(failed).To(ConsistOf(never+" "+poolNodes[0], never+" "+poolNodes[1]), "only the hanging pulls failed")
+	g.Expect(c.Status.Counts.Desired).To(BeEquivalentTo(6), "busybox:1.36, the hanging image and nginx:1.28 on two nodes")
+	g.Expect(c.Status.Counts.Failed).To(BeEquivalentTo(2))
+	g.Expect(c.Status.Counts.Succeeded + c.Status.Counts.AlreadyPresent).To(BeEquivalentTo(4))
+	used := ns + "/Deployment/web"
+	g.Expect(podImages(c)).To(ConsistOf("0 pods, 1 workloads, 2 images", "nginx:1.28 0 1 "+used, never+" 0 1 "+used))
+	framework.WaitNodesReport(g, k8s, poolNodes, "docker.io/library/nginx:1.28")
+	g.Expect(rec.Take()).To(BeEmpty(), "nothing pulled after the update")
 }
