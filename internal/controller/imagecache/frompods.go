@@ -70,6 +70,9 @@ type podsResult struct {
 
 func (p podsResult) ok() bool { return p.cond.Status == metav1.ConditionTrue }
 
+// resolvePods reads what the cache's lists follow and resolves it to the
+// images to cache, in steps: read, then one of unreadable, a bad selector,
+// or resolved.
 func (r *Reconciler) resolvePods(cache *v1alpha2.ImageCache) podsResult {
 	held := cache.Status.PodImages
 	cond := metav1.Condition{Type: v1alpha2.ConditionPodsResolved, Status: metav1.ConditionFalse, ObservedGeneration: cache.Generation}
@@ -77,56 +80,85 @@ func (r *Reconciler) resolvePods(cache *v1alpha2.ImageCache) podsResult {
 		cond.Reason, cond.Message = podsNoWatch, "this controller was started without a pod watch: fromPods and fromWorkloads are not followed"
 		return podsResult{record: held, cond: cond}
 	}
-	usesPods, usesWorkloads := podimages.UsesPods(&cache.Spec), podimages.UsesWorkloads(&cache.Spec)
-	var (
-		pods                 []*corev1.Pod
-		workloads            []podimages.Workload
-		namespaces           map[string]labels.Set
-		podsErr, workloadErr error
-	)
-	if usesPods {
-		pods, namespaces, podsErr = r.Pods.Snapshot()
+	in := r.readFollowed(&cache.Spec)
+	if in.podsErr != nil || in.workloadErr != nil {
+		return unreadable(held, cond, in.podsErr, in.workloadErr)
 	}
-	if usesWorkloads {
-		workloads, namespaces, workloadErr = r.Pods.Workloads()
+	record, bad := podimages.Resolve(cache.Namespace, cache.Spec.CacheSpec, in.pods, in.workloads, in.namespaces)
+	if len(bad) > 0 {
+		return badSelectors(held, record, cond, bad)
 	}
-	if podsErr != nil || workloadErr != nil {
-		out := podsResult{record: held, cond: cond, retry: podsRetryUnread}
-		var why []string
-		if podsErr != nil && !errors.Is(podsErr, podwatch.ErrNotSynced) {
-			out.cond.Reason = podsUnreadable
-			why = append(why, "the controller cannot read the pods fromPods selects; the images found before stay cached: "+podsErr.Error())
+	return resolved(cond, record, in.usesPods, in.usesWorkloads)
+}
+
+// followed is what a cache's lists follow, as the pod watch last saw it.
+type followed struct {
+	usesPods, usesWorkloads bool
+	pods                    []*corev1.Pod
+	workloads               []podimages.Workload
+	namespaces              map[string]labels.Set
+	podsErr, workloadErr    error
+}
+
+// readFollowed reads only the kinds the spec follows: the workload
+// informers start when a cache first asks for them.
+func (r *Reconciler) readFollowed(spec *v1alpha2.ImageCacheSpec) followed {
+	in := followed{usesPods: podimages.UsesPods(spec), usesWorkloads: podimages.UsesWorkloads(spec)}
+	if in.usesPods {
+		in.pods, in.namespaces, in.podsErr = r.Pods.Snapshot()
+	}
+	if in.usesWorkloads {
+		in.workloads, in.namespaces, in.workloadErr = r.Pods.Workloads()
+	}
+	return in
+}
+
+// unreadable keeps the images found before when the pods or workloads
+// cannot be read: a failure of ours must not drop what the user's pods
+// need. Still listing (podwatch.ErrNotSynced, for podwatch.SyncGrace at
+// most) is retried soon; anything else every podsRetryUnread.
+func unreadable(held []v1alpha2.ListPodImages, cond metav1.Condition, podsErr, workloadErr error) podsResult {
+	out := podsResult{record: held, cond: cond, retry: podsRetryUnread}
+	var why []string
+	if podsErr != nil && !errors.Is(podsErr, podwatch.ErrNotSynced) {
+		out.cond.Reason = podsUnreadable
+		why = append(why, "the controller cannot read the pods fromPods selects; the images found before stay cached: "+podsErr.Error())
+	}
+	if workloadErr != nil && !errors.Is(workloadErr, podwatch.ErrNotSynced) {
+		if out.cond.Reason == "" {
+			out.cond.Reason = workloadsUnread
 		}
-		if workloadErr != nil && !errors.Is(workloadErr, podwatch.ErrNotSynced) {
-			if out.cond.Reason == "" {
-				out.cond.Reason = workloadsUnread
-			}
-			why = append(why, "the controller cannot read the workloads fromWorkloads selects; the images found before stay cached: "+workloadErr.Error())
-		}
-		if len(why) == 0 {
-			// Only still listing, for podwatch.SyncGrace at most.
-			out.cond.Reason, out.cond.Message, out.retry = podsNotListedYet, errors.Join(podsErr, workloadErr).Error(), podsRetryNotListed
-			return out
-		}
-		out.cond.Message = strings.Join(why, "; ")
+		why = append(why, "the controller cannot read the workloads fromWorkloads selects; the images found before stay cached: "+workloadErr.Error())
+	}
+	if len(why) == 0 {
+		out.cond.Reason, out.cond.Message, out.retry = podsNotListedYet, errors.Join(podsErr, workloadErr).Error(), podsRetryNotListed
 		return out
 	}
-	record, bad := podimages.Resolve(cache.Namespace, cache.Spec.CacheSpec, pods, workloads, namespaces)
-	if len(bad) > 0 {
-		var why []string
-		for i, err := range bad {
-			why = append(why, fmt.Sprintf("cacheSpec[%d].%v", i, err))
-			for _, h := range held {
-				if int(h.List) == i {
-					record = append(record, h)
-				}
+	out.cond.Message = strings.Join(why, "; ")
+	return out
+}
+
+// badSelectors keeps, for each list whose selector is bad, the images it
+// held before, and says which lists and why; the other lists resolve.
+func badSelectors(held, record []v1alpha2.ListPodImages, cond metav1.Condition, bad map[int]error) podsResult {
+	var why []string
+	for i, err := range bad {
+		why = append(why, fmt.Sprintf("cacheSpec[%d].%v", i, err))
+		for _, h := range held {
+			if int(h.List) == i {
+				record = append(record, h)
 			}
 		}
-		sort.Strings(why)
-		sort.Slice(record, func(a, b int) bool { return record[a].List < record[b].List })
-		cond.Reason, cond.Message = podsBadSelector, strings.Join(why, "; ")
-		return podsResult{record: record, cond: cond}
 	}
+	sort.Strings(why)
+	sort.Slice(record, func(a, b int) bool { return record[a].List < record[b].List })
+	cond.Reason, cond.Message = podsBadSelector, strings.Join(why, "; ")
+	return podsResult{record: record, cond: cond}
+}
+
+// resolved says how many pods and workloads were selected and images
+// cached, and how many were left out over the bound.
+func resolved(cond metav1.Condition, record []v1alpha2.ListPodImages, usesPods, usesWorkloads bool) podsResult {
 	var npods, nworkloads, nimages, omitted int32
 	for _, l := range record {
 		npods += l.Pods
