@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/heldledger"
+	"github.com/kubefledged/kube-fledged/internal/heldledger/heldledgertest"
 	"github.com/kubefledged/kube-fledged/internal/hold"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/plan"
@@ -42,19 +43,6 @@ func heldHarness(t *testing.T, cfg Config, objs ...*corev1.Node) *harness {
 		}
 	}
 	return h
-}
-
-// woken are the nodes the ledger woke since the last call, in order.
-func woken(l *heldledger.Ledger) []string {
-	var out []string
-	for {
-		select {
-		case e := <-l.Settled():
-			out = append(out, e.Object.GetName())
-		default:
-			return out
-		}
-	}
 }
 
 func (h *harness) create(c *v1alpha2.ImageCache) {
@@ -240,7 +228,7 @@ func TestHeldNodeState(t *testing.T) {
 			h.create(tt.cache)
 			tt.steps(h, g)
 			g.Expect(h.nodeState("c", "new")).To(Equal(tt.want))
-			g.Expect(woken(h.r.Held)).To(Equal(tt.notified))
+			g.Expect(heldledgertest.Woken(h.r.Held)).To(Equal(tt.notified))
 			g.Expect(h.r.Held.State(h.req("c").NamespacedName, "another-uid", "new")).To(Equal(hold.CacheState{}),
 				"a cache recreated under the name is another cache")
 		})
@@ -278,6 +266,6 @@ func TestHeldNodeAfterRestart(t *testing.T) {
 	g.Expect(h.nodeState("c", "new")).To(Equal(hold.CacheState{Known: true, Pending: []string{img}}))
 	h.succeed("c")
 	g.Expect(h.nodeState("c", "new")).To(Equal(hold.CacheState{Known: true, Done: true}))
-	g.Expect(woken(h.r.Held)).To(Equal([]string{"new"}))
+	g.Expect(heldledgertest.Woken(h.r.Held)).To(Equal([]string{"new"}))
 	g.Expect(h.nodeState("c", "a")).To(Equal(hold.CacheState{Known: true, Done: true}), "a node not held is covered")
 }

@@ -228,11 +228,7 @@ func (t *tracker) nodeChanged(k types.NamespacedName) {
 // takeNodesChanged says whether a node event concerned cache k since the
 // last call.
 func (t *tracker) takeNodesChanged(k types.NamespacedName) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c := t.nodesChanged[k]
-	delete(t.nodesChanged, k)
-	return c
+	return t.take(t.nodesChanged, k)
 }
 
 // followedChanged notes a pod, workload or namespace event that concerns
@@ -246,10 +242,15 @@ func (t *tracker) followedChanged(k types.NamespacedName) {
 // takeFollowedChanged says whether such an event concerned cache k since the
 // last call.
 func (t *tracker) takeFollowedChanged(k types.NamespacedName) bool {
+	return t.take(t.followed, k)
+}
+
+// take clears cache k's mark in marks and says whether it was set.
+func (t *tracker) take(marks map[types.NamespacedName]bool, k types.NamespacedName) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.followed[k]
-	delete(t.followed, k)
+	c := marks[k]
+	delete(marks, k)
 	return c
 }
 
