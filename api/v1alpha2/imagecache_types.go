@@ -113,6 +113,16 @@ type ImageCacheSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Pin, when true, pins every image of the cache on the nodes that hold
+	// it, so that the kubelet's image garbage collection never deletes it
+	// between two refreshes; a purge, an update that drops an image, or
+	// deleting the cache unpins it first. Pinning needs containerd 1.7 or
+	// newer on the node: other runtimes get PinUnsupported in
+	// status.pins.unsupported, and their images are still cached. Absent,
+	// the controller's --pin-images decides (default false).
+	// +optional
+	Pin *bool `json:"pin,omitempty"`
 }
 
 // ImageCacheActionStatus is the state of the latest operation.
@@ -249,7 +259,58 @@ type ImageCacheStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Pins is what this cache holds pinned on the nodes, when it pins.
+	// +optional
+	Pins *PinStatus `json:"pins,omitempty"`
 }
+
+// PinStatus is what a cache that pins holds pinned, and where it cannot.
+// It is bounded like podImages, so that the object stays small on large
+// clusters.
+type PinStatus struct {
+	// Images says, per image, on how many nodes this cache holds it pinned;
+	// at most MaxPodImages of them, the rest counted in Omitted.
+	// +optional
+	// +listType=map
+	// +listMapKey=image
+	Images []PinnedImage `json:"images,omitempty"`
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+	// Unsupported are the nodes whose runtime cannot pin, by reason
+	// (PinUnsupported): not containerd 1.7 or newer. Their images are still
+	// cached, and the kubelet may garbage-collect them there.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	Unsupported []SkippedNodes `json:"unsupported,omitempty"`
+	// Failures are (image, node) pairs whose pin failed, at most
+	// MaxPinFailures, the rest counted in FailuresOmitted. They do not fail
+	// the operation: the image is cached, only not protected.
+	// +optional
+	// +listType=atomic
+	Failures []PinFailure `json:"failures,omitempty"`
+	// +optional
+	FailuresOmitted int32 `json:"failuresOmitted,omitempty"`
+}
+
+// PinnedImage is one image and the number of nodes it is pinned on.
+type PinnedImage struct {
+	Image string `json:"image"`
+	Nodes int32  `json:"nodes"`
+}
+
+// PinFailure is an image that could not be pinned on a node.
+type PinFailure struct {
+	Image   string `json:"image"`
+	Node    string `json:"node"`
+	Message string `json:"message"`
+}
+
+// MaxPinFailures bounds status.pins.failures.
+const MaxPinFailures = 10
+
+// PinUnsupported is the reason of the nodes whose runtime cannot pin.
+const PinUnsupported = "PinUnsupported"
 
 // Counts are the (image, node) pairs of an operation, by state.
 type Counts struct {
@@ -267,6 +328,10 @@ type Counts struct {
 	// (--max-concurrent-jobs).
 	InFlight int32 `json:"inFlight"`
 	Waiting  int32 `json:"waiting"`
+	// Pinned pairs are held pinned by this cache (status.pins), when it
+	// pins: the ones pinned before the latest operation too.
+	// +optional
+	Pinned int32 `json:"pinned,omitempty"`
 }
 
 // SkippedNodes are the nodes left out of an operation for one reason.
@@ -306,6 +371,16 @@ const (
 	// workloads of fromWorkloads cannot be read: the named images are still
 	// cached, and those found before are kept.
 	ConditionPodsResolved = "PodsResolved"
+	// ConditionPinned is there when the cache pins: True when every image
+	// present on a node that can pin is pinned there, False with reason
+	// PinFailed when a pin failed (PinUnsupported nodes do not count).
+	ConditionPinned = "Pinned"
+)
+
+// Reasons of the Pinned condition.
+const (
+	PinnedReasonPinned    = "Pinned"
+	PinnedReasonPinFailed = "PinFailed"
 )
 
 // ListPodImages is what the fromPods and fromWorkloads of one list found.
@@ -353,7 +428,8 @@ const MaxPodImages = 256
 
 // `kubectl get ic` answers "are my images there?" first (Ready, as
 // results.Ready decides it), then what the latest operation did; `-o wide`
-// adds the Ready condition's message, which names what is missing where.
+// adds the (image, node) pairs a cache that pins holds pinned, and the Ready
+// condition's message, which names what is missing where.
 // Wide columns come after Age, as kubectl's own (pods' IP and NODE) do.
 //
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -361,6 +437,7 @@ const MaxPodImages = 256
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Pinned",type=integer,priority=1,JSONPath=`.status.counts.pinned`
 // +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 
 // ImageCache keeps a set of images cached on the nodes that match each list.

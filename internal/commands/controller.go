@@ -77,7 +77,10 @@ type ControllerOptions struct {
 	StartupTaint        StartupTaintFlag
 	StartupTaintTimeout cli.Duration
 	// Granularity is --pull-job-granularity; zero is per node, the default.
-	Granularity      jobs.Granularity
+	Granularity jobs.Granularity
+	// PinImages is --pin-images: whether a cache that leaves spec.pin
+	// unset pins.
+	PinImages        bool
 	InstallClaim     ClaimFlag
 	JobCPURequest    cli.Quantity
 	JobMemoryRequest cli.Quantity
@@ -194,6 +197,8 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")
 	fs.Var(cli.Choice(&o.Granularity, jobs.ParseGranularity), "pull-job-granularity", "what one pull Job covers: node (every image of a node, one container each) or image (one image on one node)")
+	fs.BoolVar(&o.PinImages, "pin-images", false, "pin the images of every ImageCache that does not set spec.pin on the nodes that hold them, "+
+		"so that the kubelet's image garbage collection keeps them (containerd 1.7 or newer); the pin Jobs run like the delete Jobs")
 	fs.Var(&o.InstallClaim, "install-claim", "NAMESPACE/NAME of the Lease every install of kube-fledged in a cluster contends for: "+
 		"the install whose leader holds it works, any other stands by (pulls and deletes nothing) until it is free; empty turns the claim off")
 	const every = " of every container of the Jobs: the helper installer, the delete, and each pull container, so a node Job's pod asks up to 32 times as much (default: "
@@ -459,6 +464,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			MaxJobs:                 o.MaxJobs.Value,
 			MaxJobsPerNode:          o.MaxJobsPerNode.Value,
 			Granularity:             o.Granularity,
+			PinImages:               o.PinImages,
 		},
 	}
 	if taint := o.StartupTaint.Value; taint != nil {
@@ -492,7 +498,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.String(), "pullJobGranularity", o.Granularity.String(),
 		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String(),
 		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String(),
-		"installClaim", o.InstallClaim.String())
+		"installClaim", o.InstallClaim.String(), "pinImages", o.PinImages)
 	return mgr.Start(ctx)
 }
 

@@ -208,6 +208,7 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--node-startup-taint":            "",
 		"--node-startup-taint-timeout":    "10m",
 		"--pull-job-granularity":          "node",
+		"--pin-images":                    "false",
 		"--install-claim":                 "kube-system/kubefledged-controller",
 		"--job-cpu-request":               "",
 		"--job-memory-request":            "",

@@ -85,8 +85,9 @@ func readCRDs(g Gomega, dir string) []*apiextensionsv1.CustomResourceDefinition 
 // `kubectl get ic` answers first whether the images are there (READY, the
 // Ready condition), then what the latest operation did, with the columns
 // we had before READY kept in their order; `-o wide` (priority 1) adds the
-// Ready condition's message. Every shipped copy of the CRD must agree, since
-// each is what some install applies. test/e2e/imagecache's
+// pairs a cache that pins holds pinned and the Ready condition's message.
+// Every shipped copy of the CRD must agree, since each is what some install
+// applies. test/e2e/imagecache's
 // TestKubectlColumns reads them through kubectl.
 func TestImageCachePrinterColumns(t *testing.T) {
 	type column struct {
@@ -99,6 +100,7 @@ func TestImageCachePrinterColumns(t *testing.T) {
 		{"Reason", "string", ".status.reason", 0},
 		{"Progress", "string", ".status.progress", 0},
 		{"Age", "date", ".metadata.creationTimestamp", 0},
+		{"Pinned", "integer", ".status.counts.pinned", 1},
 		{"Message", "string", `.status.conditions[?(@.type=="Ready")].message`, 1},
 	}
 	root := filepath.Join(ChartDir(), "..", "..")

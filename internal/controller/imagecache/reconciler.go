@@ -52,6 +52,9 @@ type Config struct {
 	// Granularity is --pull-job-granularity: node Jobs (jobs.PerNode, the
 	// zero value) or a Job per (image, node) (jobs.PerImage).
 	Granularity jobs.Granularity
+	// PinImages is --pin-images: whether a cache whose spec.pin is unset
+	// pins its images.
+	PinImages bool
 	// MaxJobs and MaxJobsPerNode are --max-concurrent-jobs and
 	// --max-concurrent-jobs-per-node (0: no cap).
 	MaxJobs, MaxJobsPerNode int
