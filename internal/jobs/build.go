@@ -14,13 +14,24 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/images"
 )
 
-// Kind says whether a Job pulls an image onto a node or deletes it from one.
+// Kind says whether a Job pulls an image onto a node, deletes it from one,
+// or pins or unpins images there.
 type Kind string
 
 const (
 	Pull   Kind = "pull"
 	Delete Kind = "delete"
+	// Pin and Unpin Jobs label images in the node's runtime so that the
+	// kubelet's image garbage collection keeps them (internal/pin); one
+	// Job covers every image of a cache on one node.
+	Pin   Kind = "pin"
+	Unpin Kind = "unpin"
 )
+
+// onRuntime says whether a Job of kind talks to the node's runtime through
+// its socket: such a Job needs a hostPath and root, so it runs where and as
+// whom the delete Jobs run, never as a pull Job, which stays unprivileged.
+func (k Kind) onRuntime() bool { return k == Delete || k == Pin || k == Unpin }
 
 // Node is what a Job needs to know of its target node.
 type Node struct {
@@ -90,6 +101,11 @@ type Owner struct {
 	// from the namespace); 0 means DefaultPullUser. It comes in here, not
 	// through Options, because it differs from namespace to namespace.
 	PullUser int64
+	// Unpin makes its delete Jobs release the cache's pin of the image
+	// before removing it (cri-rmi --unpin-owner): a cache that pins, or
+	// pinned, would otherwise leave its owner label behind, and the image
+	// pinned for good by a cache that no longer wants it.
+	Unpin bool
 }
 
 // HelperBinary is where our binary lives in our own image.
@@ -117,11 +133,11 @@ func Name(cacheName, operation string, w Work) string {
 	return prefix + "-" + h
 }
 
-// Namespace is where a Job of kind for cache runs: a delete Job in
-// opts.DeleteNamespace when that is set, every other Job in the cache's
-// namespace.
+// Namespace is where a Job of kind for cache runs: a delete, pin or unpin
+// Job in opts.DeleteNamespace when that is set, every other Job in the
+// cache's namespace.
 func Namespace(cache *v1alpha2.ImageCache, kind Kind, opts Options) string {
-	if kind == Delete && opts.DeleteNamespace != "" {
+	if kind.onRuntime() && opts.DeleteNamespace != "" {
 		return opts.DeleteNamespace
 	}
 	return cache.Namespace
@@ -134,7 +150,7 @@ func Build(o Owner, w Work, opts Options) (*batchv1.Job, error) {
 	case Pull:
 		pod = pullPod([]Work{w}, opts, o.pullUser(), false)
 	case Delete:
-		p, err := deletePod(w, opts)
+		p, err := deletePod(o, w, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +187,7 @@ func wrap(o Owner, kind Kind, node string, tolerations []corev1.Toleration, name
 	}
 	pod.PriorityClassName = opts.PriorityClassName
 	switch {
-	case kind == Delete:
+	case kind.onRuntime():
 		// The CRI client never calls the API server.
 		// In the controller's namespace the pull Jobs' ServiceAccount,
 		// which lives in the caches' namespaces, means nothing.
@@ -273,12 +289,22 @@ func pullPod(ws []Work, opts Options, user int64, perNode bool) corev1.PodSpec {
 	}
 }
 
-// deletePod runs our CRI client against the node's runtime socket. It needs
-// root only to open the socket; it keeps no capabilities.
-func deletePod(w Work, opts Options) (corev1.PodSpec, error) {
+// deletePod runs our CRI client's cri-rmi against the node's runtime.
+func deletePod(o Owner, w Work, opts Options) (corev1.PodSpec, error) {
+	args := []string{"cri-rmi", "--image=" + w.Image}
+	if o.Unpin {
+		args = append(args, "--unpin-owner="+string(o.Cache.UID))
+	}
+	return runtimePod(w.Node, opts, "delete", args)
+}
+
+// runtimePod runs one of our helpers against the node's runtime socket, with
+// --endpoint pointing at it. It needs root only to open the socket; it
+// keeps no capabilities.
+func runtimePod(node Node, opts Options, container string, args []string) (corev1.PodSpec, error) {
 	socket := opts.CRISocketPath
 	if socket == "" {
-		s, err := DefaultSocket(w.Node.Runtime)
+		s, err := DefaultSocket(node.Runtime)
 		if err != nil {
 			return corev1.PodSpec{}, err
 		}
@@ -299,10 +325,10 @@ func deletePod(w Work, opts Options) (corev1.PodSpec, error) {
 			}},
 		}},
 		Containers: []corev1.Container{{
-			Name:                     "delete",
+			Name:                     container,
 			Image:                    opts.HelperImage,
 			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  []string{HelperBinary, "cri-rmi", "--endpoint=unix://" + criMount, "--image=" + w.Image},
+			Command:                  append([]string{HelperBinary, args[0], "--endpoint=unix://" + criMount}, args[1:]...),
 			VolumeMounts:             []corev1.VolumeMount{{Name: criVolume, MountPath: criMount}},
 			SecurityContext:          sc,
 			Resources:                opts.Resources.apply(smallResources()),

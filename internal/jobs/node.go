@@ -76,10 +76,14 @@ func BuildNode(o Owner, ws []Work, opts Options) (*batchv1.Job, error) {
 }
 
 // ImagesOf is what a Job of ours works on: the image of a Job per (image,
-// node), each container's image of a node's pull Job.
+// node), each container's image of a node's pull Job, the images a pin or
+// unpin Job was given.
 func ImagesOf(job *batchv1.Job) []string {
 	if img, ok := job.Annotations[AnnotationImage]; ok {
 		return []string{img}
+	}
+	if k := Kind(job.Labels[LabelKind]); k == Pin || k == Unpin {
+		return PinImagesOf(job)
 	}
 	var out []string
 	for _, c := range job.Spec.Template.Spec.Containers {
