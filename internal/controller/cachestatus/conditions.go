@@ -75,3 +75,31 @@ func FailureCount(st *v1alpha2.ImageCacheStatus) int {
 	}
 	return n
 }
+
+// SetPins records what a cache that pins holds pinned at an operation's
+// end: status.pins, counts.pinned and the Pinned condition (False when a
+// pin failed: the images are cached, only not protected from the kubelet's
+// image garbage collection, so Ready does not change). pinned counts every
+// pair, those of images left out of pins.images for size too. nil pins is
+// a cache that does not pin (any more): all three go.
+func SetPins(st *v1alpha2.ImageCacheStatus, pins *v1alpha2.PinStatus, pinned int32, generation int64) {
+	st.Pins = pins
+	if pins == nil {
+		if st.Counts != nil {
+			st.Counts.Pinned = 0
+		}
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha2.ConditionPinned)
+		return
+	}
+	if st.Counts == nil {
+		st.Counts = &v1alpha2.Counts{}
+	}
+	st.Counts.Pinned = pinned
+	c := metav1.Condition{Type: v1alpha2.ConditionPinned, Status: metav1.ConditionTrue, Reason: v1alpha2.PinnedReasonPinned,
+		Message: fmt.Sprintf("%d (image, node) pairs pinned", pinned), ObservedGeneration: generation}
+	if failed := int32(len(pins.Failures)) + pins.FailuresOmitted; failed > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha2.PinnedReasonPinFailed
+		c.Message = fmt.Sprintf("%d (image, node) pairs could not be pinned (see status.pins.failures); %d pinned", failed, pinned)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}

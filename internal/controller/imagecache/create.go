@@ -70,7 +70,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 // createAll creates the named Jobs, as many at once as the write
 // parallelism allows, and returns the error of each that failed.
 func (r *Reconciler) createAll(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, creates []string) map[string]error {
-	owner := jobs.Owner{Cache: cache, Operation: op.id, PullUser: op.pullUser}
+	owner := jobs.Owner{Cache: cache, Operation: op.id, PullUser: op.pullUser, Unpin: r.unpins(cache)}
 	errs := make([]error, len(creates))
 	_, _ = inParallel(len(creates), r.Config.WriteParallelism, func(k int) error {
 		job, err := r.buildJob(owner, op, creates[k])

@@ -151,6 +151,7 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	}
 	ready := results.Ready(st.Status, cachestatus.FailureCount(st), e.lacking, detail)
 	cachestatus.SetEndConditions(st, string(op.kind), detail, ready, op.generation)
+	r.pinsAtEnd(st, op)
 	return ending{status: e.sum.Status, detail: detail}
 }
 

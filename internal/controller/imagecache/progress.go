@@ -13,7 +13,7 @@ import (
 // progress now and then, and finishes the operation once all is settled.
 func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
 	if op.final != nil {
-		return r.finish(ctx, cache, op)
+		return r.pinThenFinish(ctx, cache, op)
 	}
 	retry := r.createJobs(ctx, cache, op)
 	next, err := r.settle(ctx, cache, op)
@@ -21,7 +21,7 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 		return ctrl.Result{}, err
 	}
 	if op.final != nil {
-		return r.finish(ctx, cache, op)
+		return r.pinThenFinish(ctx, cache, op)
 	}
 	// Settling may have freed slots for this very operation; a create
 	// being retried has its own time.
@@ -42,4 +42,13 @@ func (r *Reconciler) progress(ctx context.Context, cache *v1alpha2.ImageCache, o
 		next = time.Second
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// pinThenFinish finishes an operation whose pulls have all settled, once
+// its pin phase (pinning.go), when its cache pins, is over too.
+func (r *Reconciler) pinThenFinish(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (ctrl.Result, error) {
+	if done, next := r.pinStep(ctx, cache, op); !done {
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	return r.finish(ctx, cache, op)
 }

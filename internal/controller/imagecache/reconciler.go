@@ -106,6 +106,8 @@ type Reconciler struct {
 
 	started time.Time
 	ops     *tracker
+	// pinned is what this process pinned, per cache (pinledger.go).
+	pinned  *pinLedger
 	limiter *pacing.Limiter
 	wake    chan event.TypedGenericEvent[*v1alpha2.ImageCache]
 }
@@ -152,6 +154,7 @@ func (r *Reconciler) init() {
 	}
 	r.started = r.Clock.Now()
 	r.ops = newTracker(r.Held)
+	r.pinned = newPinLedger()
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha2.ImageCache], 1024)
 	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.wakeUp)
 }

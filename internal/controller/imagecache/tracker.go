@@ -122,6 +122,9 @@ type operation struct {
 	// final is computed once, when every item is settled; retries of the
 	// finishing writes reuse it.
 	final *finalState
+	// pins is the pin phase that follows the pulls, when the cache pins
+	// (pinning.go); nil before, or when it does not.
+	pins *pinPhase
 
 	// held are the nodes carrying the startup taint whose records this
 	// operation keeps (held.go); nil when there are none.

@@ -1,0 +1,160 @@
+package imagecache
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+)
+
+func runtime(v string) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Status.NodeInfo.ContainerRuntimeVersion = v }
+}
+
+func pinning(pin *bool, images ...string) *v1alpha2.ImageCache {
+	c := imageCache("c", images...)
+	c.Spec.Pin = pin
+	return c
+}
+
+// pinJobs are the cache's pin Jobs in the cluster, by node.
+func (h *harness) pinJobs(cache string) map[string]batchv1.Job {
+	out := map[string]batchv1.Job{}
+	for _, j := range h.jobs(cache) {
+		if j.Labels[jobs.LabelKind] == string(jobs.Pin) {
+			out[j.Annotations[jobs.AnnotationNode]] = j
+		}
+	}
+	return out
+}
+
+// Whether a cache pins is its spec.pin, else the controller's flag.
+func TestPinsOrNot(t *testing.T) {
+	tests := []struct {
+		name string
+		pin  *bool
+		flag bool
+		want bool
+	}{
+		{"spec.pin true", ptr.To(true), false, true},
+		{"spec.pin false wins over the flag", ptr.To(false), true, false},
+		{"unset takes the flag", nil, true, true},
+		{"unset, flag off", nil, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := newHarness(t, Config{PinImages: tt.flag, Jobs: jobs.Options{DeleteNamespace: controllerNS}}, node("a"), pinning(tt.pin, "nginx:1.25"))
+			h.settleDown("c")
+			h.completeAll("c")
+			h.settleDown("c")
+			g.Expect(h.pinJobs("c")).To(HaveLen(map[bool]int{true: 1, false: 0}[tt.want]))
+			h.completeAll("c")
+			h.settleDown("c")
+			st := h.status("c")
+			g.Expect(st.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+			if !tt.want {
+				g.Expect(st.Pins).To(BeNil())
+				g.Expect(meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionPinned)).To(BeNil())
+				return
+			}
+			g.Expect(st.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: "nginx:1.25", Nodes: 1}}))
+			g.Expect(st.Counts.Pinned).To(Equal(int32(1)))
+			g.Expect(condition(st, v1alpha2.ConditionPinned).Status).To(Equal(metav1.ConditionTrue))
+		})
+	}
+}
+
+// After the pulls, one pin Job per node that can pin, in the controller's
+// namespace; the operation ends once they settle. A node that is not
+// containerd 1.7 or newer gets no Job and PinUnsupported; a failed pin
+// leaves the operation Succeeded (the images are cached) but the Pinned
+// condition False; the next operation pins only what is not pinned yet.
+func TestPinPhase(t *testing.T) {
+	const img = "nginx:1.25"
+	g := NewWithT(t)
+	h := newHarness(t, Config{Jobs: jobs.Options{DeleteNamespace: controllerNS}},
+		node("a"), node("b"), node("crio", runtime("cri-o://1.30.0")), node("old", runtime("containerd://1.6.9")),
+		pinning(ptr.To(true), img, "redis:7"))
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	g.Expect(h.status("c").Status).To(Equal(v1alpha2.ImageCacheActionStatusProcessing), "the pins are not settled yet")
+	pins := h.pinJobs("c")
+	g.Expect(pins).To(HaveLen(2))
+	g.Expect(pins).To(HaveKey("a"))
+	g.Expect(pins).To(HaveKey("b"))
+	for _, j := range pins {
+		g.Expect(j.Namespace).To(Equal(controllerNS))
+		g.Expect(j.Spec.Template.Spec.Containers[0].Command).To(ContainElements("pin", "--owner=uid-c", "--image="+img, "--image=redis:7"))
+	}
+	a, b := pins["a"], pins["b"]
+	h.finishJob(&a, batchv1.JobComplete, "", "")
+	h.finishJob(&b, batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+	h.settleDown("c")
+
+	st := h.status("c")
+	g.Expect(outcomeOf(st)).To(Equal(outcome{v1alpha2.ImageCacheActionStatusSucceeded, v1alpha2.ImageCacheReasonImageCacheCreate,
+		v1alpha2.ImageCacheMessageImagesPulledSuccessfully}))
+	g.Expect(st.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: img, Nodes: 1}, {Image: "redis:7", Nodes: 1}}))
+	g.Expect(st.Pins.Unsupported).To(Equal([]v1alpha2.SkippedNodes{{Reason: v1alpha2.PinUnsupported, Count: 2, Nodes: []string{"crio", "old"}}}))
+	g.Expect(st.Pins.Failures).To(HaveLen(2))
+	g.Expect(st.Pins.Failures[0]).To(Equal(v1alpha2.PinFailure{Image: img, Node: "b",
+		Message: "BackoffLimitExceeded: Job has reached the specified backoff limit"}))
+	g.Expect(st.Counts.Pinned).To(Equal(int32(2)))
+	c := condition(st, v1alpha2.ConditionPinned)
+	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(c.Reason).To(Equal(v1alpha2.PinnedReasonPinFailed))
+	g.Expect(h.pinJobs("c")).To(BeEmpty(), "settled pin Jobs are deleted")
+
+	// A refresh pins again only on b.
+	h.annotate("c", v1alpha2.RefreshAnnotation, "")
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	pins = h.pinJobs("c")
+	g.Expect(pins).To(HaveLen(1))
+	g.Expect(pins).To(HaveKey("b"))
+	b = pins["b"]
+	h.finishJob(&b, batchv1.JobComplete, "", "")
+	h.settleDown("c")
+	st = h.status("c")
+	g.Expect(st.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: img, Nodes: 2}, {Image: "redis:7", Nodes: 2}}))
+	g.Expect(st.Pins.Failures).To(BeEmpty())
+	g.Expect(st.Counts.Pinned).To(Equal(int32(4)))
+	g.Expect(condition(st, v1alpha2.ConditionPinned).Status).To(Equal(metav1.ConditionTrue))
+}
+
+// A purge of a cache that pins releases its pins with the delete Jobs
+// (cri-rmi --unpin-owner) and clears what its status says of them.
+func TestPurgeUnpins(t *testing.T) {
+	const img = "nginx:1.25"
+	g := NewWithT(t)
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Jobs: jobs.Options{DeleteNamespace: controllerNS}}, node("a"), pinning(ptr.To(true), img))
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	g.Expect(h.status("c").Counts.Pinned).To(Equal(int32(1)))
+
+	h.annotate("c", v1alpha2.PurgeAnnotation, "")
+	h.settleDown("c")
+	del := h.job("c", img, "a")
+	g.Expect(del.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--unpin-owner=uid-c"))
+	h.completeAll("c")
+	h.settleDown("c")
+	st := h.status("c")
+	g.Expect(st.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(st.Pins).To(BeNil())
+	g.Expect(st.Counts.Pinned).To(BeZero())
+	g.Expect(meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionPinned)).To(BeNil())
+	g.Expect(h.pinJobs("c")).To(BeEmpty(), "a purge pins nothing")
+}

@@ -1,0 +1,107 @@
+package imagecache
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubefledged/kube-fledged/internal/results"
+)
+
+// pinLedger is what this process pinned, per cache (by UID), node and
+// image. It lives in memory only: after a restart every cache's first
+// operation pins its images again, which changes nothing on a node where
+// they were (the helper sets only what is missing), and rebuilds it.
+type pinLedger struct {
+	mu     sync.Mutex
+	caches map[types.UID]*cachePins
+}
+
+type cachePins struct {
+	// pinned maps an image to the nodes it is pinned on.
+	pinned map[string]map[string]bool
+	// unsupported are the nodes whose runtime cannot pin.
+	unsupported map[string]bool
+	// failed are the pins that failed, by image and node.
+	failed map[pinPair]string
+}
+
+type pinPair struct{ image, node string }
+
+func newPinLedger() *pinLedger { return &pinLedger{caches: map[types.UID]*cachePins{}} }
+
+func (l *pinLedger) of(uid types.UID) *cachePins {
+	c := l.caches[uid]
+	if c == nil {
+		c = &cachePins{pinned: map[string]map[string]bool{}, unsupported: map[string]bool{}, failed: map[pinPair]string{}}
+		l.caches[uid] = c
+	}
+	return c
+}
+
+// has says whether image is pinned on node for the cache.
+func (l *pinLedger) has(uid types.UID, image, node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.caches[uid]
+	return c != nil && c.pinned[image][node]
+}
+
+// unsupported records the nodes whose runtime cannot pin.
+func (l *pinLedger) unsupported(uid types.UID, nodes map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.of(uid)
+	for n := range nodes {
+		c.unsupported[n] = true
+	}
+}
+
+// record takes in what a pin Job did on node.
+func (l *pinLedger) record(uid types.UID, node string, o results.PinOutcome) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.of(uid)
+	if o.Unsupported != "" {
+		c.unsupported[node] = true
+		return
+	}
+	for _, img := range o.Done {
+		if c.pinned[img] == nil {
+			c.pinned[img] = map[string]bool{}
+		}
+		c.pinned[img][node] = true
+		delete(c.failed, pinPair{img, node})
+	}
+	for img, why := range o.Failed {
+		c.failed[pinPair{img, node}] = why
+	}
+}
+
+// keep forgets the images the cache no longer wants: its delete Jobs
+// released their pins (--unpin-owner).
+func (l *pinLedger) keep(uid types.UID, wanted map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.caches[uid]
+	if c == nil {
+		return
+	}
+	for img := range c.pinned {
+		if !wanted[img] {
+			delete(c.pinned, img)
+		}
+	}
+	for p := range c.failed {
+		if !wanted[p.image] {
+			delete(c.failed, p)
+		}
+	}
+}
+
+// forget drops a cache: purged, deleted, or no longer pinning.
+func (l *pinLedger) forget(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.caches, uid)
+}

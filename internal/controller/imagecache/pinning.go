@@ -1,0 +1,233 @@
+package imagecache
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
+	"github.com/kubefledged/kube-fledged/internal/plan"
+	"github.com/kubefledged/kube-fledged/internal/results"
+)
+
+// pinPhase is the pinning that follows an operation's pulls, when its cache
+// pins: one pin Job per node (or per MaxPinImages of its images), paced as
+// delete Jobs are, the operation ending only once they are settled.
+type pinPhase struct {
+	// todo are the Jobs not created yet, in node order.
+	todo []*pinJob
+	// running are the Jobs created and not settled, by name.
+	running map[string]*pinJob
+}
+
+type pinJob struct {
+	name    string
+	node    jobs.Node
+	images  []string
+	created time.Time
+}
+
+// pins says whether the cache pins its images: its spec.pin, or the
+// controller's --pin-images when that is unset.
+func (r *Reconciler) pins(cache *v1alpha2.ImageCache) bool {
+	if cache.Spec.Pin != nil {
+		return *cache.Spec.Pin
+	}
+	return r.Config.PinImages
+}
+
+// unpins says whether the cache's delete Jobs release its pins: it pins, or
+// its status says it did.
+func (r *Reconciler) unpins(cache *v1alpha2.ImageCache) bool {
+	return r.pins(cache) || cache.Status.Pins != nil
+}
+
+// pinStep runs the pin phase of an operation whose pulls have all settled,
+// and says whether it is over, or else when to look again. Pin failures
+// never fail the operation: its images are on the nodes, which is what its
+// status reports; they are only not protected from the kubelet's image
+// garbage collection, which the Pinned condition and status.pins say.
+func (r *Reconciler) pinStep(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) (bool, time.Duration) {
+	if op.kind == plan.Purge || !r.pins(cache) {
+		return true, 0
+	}
+	if op.pins == nil {
+		nodes, err := r.listNodes(ctx)
+		if err != nil {
+			return false, time.Second
+		}
+		op.pins = r.planPins(cache, op, nodes.Items)
+	}
+	r.createPins(ctx, cache, op)
+	next := r.settlePins(ctx, cache, op)
+	if len(op.pins.todo) == 0 && len(op.pins.running) == 0 {
+		return true, 0
+	}
+	if len(op.pins.running) == 0 {
+		// Waiting for slots only: the limiter wakes the cache.
+		return false, time.Second
+	}
+	return false, next
+}
+
+// planPins decides the operation's pin Jobs (plan.Pins) and records the
+// nodes that cannot pin.
+func (r *Reconciler) planPins(cache *v1alpha2.ImageCache, op *operation, nodes []corev1.Node) *pinPhase {
+	failed := map[pinPair]bool{}
+	for _, it := range op.final.items {
+		if it.Outcome.State != results.Succeeded {
+			failed[pinPair{it.Image, it.Node}] = true
+		}
+	}
+	only := op.only
+	if only != nil {
+		only = map[string]bool{}
+		for n := range op.only {
+			only[n] = true
+		}
+		for n := range op.joined {
+			only[n] = true
+		}
+	}
+	w := plan.Pins(plan.PinInput{Spec: op.spec, Nodes: nodes, Only: only, StartupTaint: r.Config.StartupTaint,
+		Failed: func(img, n string) bool { return failed[pinPair{img, n}] },
+		Pinned: func(img, n string) bool { return r.pinned.has(op.uid, img, n) }})
+	r.pinned.unsupported(op.uid, w.Unsupported)
+	phase := &pinPhase{running: map[string]*pinJob{}}
+	for _, node := range sortedKeys(w.Images) {
+		imgs := w.Images[node]
+		for len(imgs) > 0 {
+			n := min(len(imgs), jobs.MaxPinImages)
+			phase.todo = append(phase.todo, &pinJob{node: w.Nodes[node], images: imgs[:n],
+				name: jobs.PinJobName(cache.Name, op.id, jobs.Pin, node, imgs[:n])})
+			imgs = imgs[n:]
+		}
+	}
+	return phase
+}
+
+// createPins creates the pin Jobs the caps allow, a slot each, as a delete
+// Job takes. A create that fails settles its Job's images as failed: the
+// next operation tries them again.
+func (r *Reconciler) createPins(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) {
+	key := client.ObjectKeyFromObject(cache)
+	owner := jobs.Owner{Cache: cache, Operation: op.id}
+	var left []*pinJob
+	for _, pj := range op.pins.todo {
+		if _, s := r.limiter.Take(key, pj.node.Name, 1, 1); s == 0 {
+			left = append(left, pj)
+			continue
+		} else {
+			op.holding[pj.name] = slots{node: pj.node.Name, n: s}
+		}
+		job, err := jobs.BuildPin(owner, jobs.Pin, pj.node, pj.images, nil, r.Config.Jobs)
+		if err == nil {
+			err = r.Client.Create(ctx, job)
+		}
+		if err != nil && !isAlreadyExists(err) {
+			log.FromContext(ctx).Info("creating a pin job failed", "job", pj.name, "error", err.Error())
+			r.settlePin(ctx, cache, op, pj, results.PinOutcome{Failed: failedAll(pj.images, "creating the pin Job failed: "+err.Error())})
+			continue
+		}
+		metrics.JobsCreated.WithLabelValues(string(jobs.Pin)).Inc()
+		pj.created = r.Clock.Now()
+		op.pins.running[pj.name] = pj
+	}
+	op.pins.todo = left
+	if len(left) == 0 {
+		r.limiter.Forget(key)
+	}
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+}
+
+// settlePins settles the pin Jobs that finished or reached their deadline,
+// and returns when the next deadline falls.
+func (r *Reconciler) settlePins(ctx context.Context, cache *v1alpha2.ImageCache, op *operation) time.Duration {
+	now := r.Clock.Now()
+	ns := jobs.Namespace(cache, jobs.Pin, r.Config.Jobs)
+	var pods map[string][]corev1.Pod
+	next := time.Duration(0)
+	for name, pj := range op.pins.running {
+		deadline := pj.created.Add(r.Config.Deadline)
+		out, done := results.PinOutcome{}, false
+		if obj := r.Jobs.Get(ns, name); obj != nil {
+			if pods == nil {
+				pods = r.listPods(ctx, r.jobNamespaces(cache), op.id)
+			}
+			out, done = results.Pin(obj, pods[name], pj.images)
+		}
+		if !done && !now.Before(deadline) {
+			out, done = results.PinExpired(name, pj.images), true
+		}
+		if done {
+			r.settlePin(ctx, cache, op, pj, out)
+			continue
+		}
+		if d := deadline.Sub(now) + deadlineSlack; next == 0 || d < next {
+			next = d
+		}
+	}
+	return next
+}
+
+// settlePin takes in what one pin Job did, gives back its slot and, under
+// the delete policy, deletes it.
+func (r *Reconciler) settlePin(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, pj *pinJob, out results.PinOutcome) {
+	r.pinned.record(op.uid, pj.node.Name, out)
+	delete(op.pins.running, pj.name)
+	if s, ok := op.holding[pj.name]; ok {
+		delete(op.holding, pj.name)
+		r.limiter.Release(client.ObjectKeyFromObject(cache), s.node, s.n)
+	}
+	result := jobs.ResultSucceeded
+	if len(out.Failed) > 0 || out.Unsupported != "" {
+		result = jobs.ResultFailed
+	}
+	metrics.JobsFinished.WithLabelValues(string(jobs.Pin), result).Inc()
+	if !pj.created.IsZero() && r.deletesSettled() {
+		key := client.ObjectKey{Namespace: jobs.Namespace(cache, jobs.Pin, r.Config.Jobs), Name: pj.name}
+		if !r.deleteJobs(ctx, []client.ObjectKey{key}) {
+			op.sweep = true
+		}
+	}
+}
+
+func failedAll(images []string, why string) map[string]string {
+	out := make(map[string]string, len(images))
+	for _, img := range images {
+		out[img] = why
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pinsAtEnd sets what the cache holds pinned as its operation ends. A purge
+// released its pins (its delete Jobs ran cri-rmi --unpin-owner), an update
+// those of the images it dropped.
+func (r *Reconciler) pinsAtEnd(st *v1alpha2.ImageCacheStatus, op *operation) {
+	if op.pins == nil {
+		if op.kind == plan.Purge {
+			r.pinned.forget(op.uid)
+			cachestatus.SetPins(st, nil, 0, op.generation)
+		}
+		return
+	}
+	r.pinned.keep(op.uid, wantedImages(&op.spec))
+	pins, pinned := r.pinned.status(op.uid)
+	cachestatus.SetPins(st, pins, pinned, op.generation)
+}
