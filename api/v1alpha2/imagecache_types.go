@@ -309,6 +309,11 @@ type PinFailure struct {
 // MaxPinFailures bounds status.pins.failures.
 const MaxPinFailures = 10
 
+// UnpinFinalizer is on a cache that pins: deleting it first releases its
+// pins on the nodes (unpin Jobs), for at most the controller's
+// --image-pull-deadline-duration, so that a cache never hangs in deletion.
+const UnpinFinalizer = "kubefledged.io/unpin"
+
 // PinUnsupported is the reason of the nodes whose runtime cannot pin.
 const PinUnsupported = "PinUnsupported"
 

@@ -2,13 +2,16 @@ package imagecache
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
@@ -157,4 +160,104 @@ func TestPurgeUnpins(t *testing.T) {
 	g.Expect(st.Counts.Pinned).To(BeZero())
 	g.Expect(meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionPinned)).To(BeNil())
 	g.Expect(h.pinJobs("c")).To(BeEmpty(), "a purge pins nothing")
+}
+
+// unpinJobs are the cache's unpin Jobs in the cluster.
+func (h *harness) unpinJobs(cache string) []batchv1.Job {
+	var out []batchv1.Job
+	for _, j := range h.jobs(cache) {
+		if j.Labels[jobs.LabelKind] == string(jobs.Unpin) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// pinned runs a pinning cache's create to its end, every Job succeeding.
+func (h *harness) pinned(name string) {
+	h.t.Helper()
+	for i := 0; i < 3; i++ {
+		h.settleDown(name)
+		h.completeAll(name)
+	}
+	h.settleDown(name)
+	if h.running(name) || h.status(name).Pins == nil {
+		h.t.Fatalf("%s did not end pinned", name)
+	}
+}
+
+// Deleting a cache that pins releases its pins with an unpin Job per node
+// that can pin before the finalizer lets it go; Jobs that never finish
+// (a node gone) hold it no longer than the deadline, and an Event says so.
+func TestDeletingUnpins(t *testing.T) {
+	tests := []struct {
+		name      string
+		finish    func(h *harness, j batchv1.Job)
+		wantEvent string
+	}{
+		{"unpinned", func(h *harness, j batchv1.Job) { h.finishJob(&j, batchv1.JobComplete, "", "") },
+			"Normal Unpinned the ImageCache is being deleted: its images are unpinned on every node (1 unpin Jobs)"},
+		{"never finishes", func(h *harness, _ batchv1.Job) { h.advance(2 * time.Minute) },
+			"Warning UnpinIncomplete the ImageCache is being deleted: of 1 unpin Jobs, 1 did not finish before the deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := newHarness(t, Config{Jobs: jobs.Options{DeleteNamespace: controllerNS}},
+				node("a"), node("crio", runtime("cri-o://1.30.0")), pinning(ptr.To(true), "nginx:1.25"))
+			h.pinned("c")
+			c := h.cache("c")
+			g.Expect(c.Finalizers).To(ConsistOf(v1alpha2.UnpinFinalizer))
+			g.Expect(h.api.Delete(h.ctx, c)).To(Succeed())
+			h.events()
+			h.settleDown("c")
+			unpin := h.unpinJobs("c")
+			g.Expect(unpin).To(HaveLen(1))
+			g.Expect(unpin[0].Annotations).To(HaveKeyWithValue(jobs.AnnotationNode, "a"))
+			g.Expect(unpin[0].Namespace).To(Equal(controllerNS))
+			g.Expect(unpin[0].Spec.Template.Spec.Containers[0].Command).To(ContainElements("unpin", "--owner=uid-c", "--image=nginx:1.25"))
+			g.Expect(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{})).To(Succeed(), "held by the finalizer")
+
+			tt.finish(h, unpin[0])
+			// Once it is gone, each reconcile sweeps its Jobs elsewhere:
+			// step, not settleDown.
+			for i := 0; i < 3; i++ {
+				_, err := h.step("c")
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			g.Expect(apierrors.IsNotFound(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{}))).To(BeTrue())
+			g.Expect(h.events()).To(ContainElement(HavePrefix(tt.wantEvent)))
+			g.Expect(h.unpinJobs("c")).To(BeEmpty())
+		})
+	}
+}
+
+// A cache that does not pin never gets the finalizer: deleting it is as
+// before.
+func TestNoFinalizerWithoutPins(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, Config{}, node("a"), pinning(nil, "nginx:1.25"))
+	h.succeed("c")
+	g.Expect(h.cache("c").Finalizers).To(BeEmpty())
+}
+
+// A cache that stops pinning unpins, then drops status.pins, the Pinned
+// condition and the finalizer.
+func TestStopPinning(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, Config{Jobs: jobs.Options{DeleteNamespace: controllerNS}}, node("a"), pinning(ptr.To(true), "nginx:1.25"))
+	h.pinned("c")
+	h.edit("c", func(c *v1alpha2.ImageCache) { c.Spec.Pin = ptr.To(false) })
+	h.settleDown("c")
+	unpin := h.unpinJobs("c")
+	g.Expect(unpin).To(HaveLen(1))
+	h.finishJob(&unpin[0], batchv1.JobComplete, "", "")
+	h.settleDown("c")
+	c := h.cache("c")
+	g.Expect(c.Status.Pins).To(BeNil())
+	g.Expect(c.Status.Counts.Pinned).To(BeZero())
+	g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha2.ConditionPinned)).To(BeNil())
+	g.Expect(c.Finalizers).To(BeEmpty())
+	g.Expect(h.unpinJobs("c")).To(BeEmpty())
+	g.Expect(h.events()).To(ContainElement(HavePrefix("Normal Unpinned the ImageCache no longer pins")))
 }

@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -15,6 +16,13 @@ import (
 type pinLedger struct {
 	mu     sync.Mutex
 	caches map[types.UID]*cachePins
+	// unpinning are the caches that stopped pinning, with when their
+	// unpin Jobs started: they run until the deadline from there.
+	unpinning map[types.UID]time.Time
+	// unpinned are the caches whose unpinning is over, until they pin
+	// again: the writes that follow it (status, finalizer) may be retried
+	// without running its Jobs again.
+	unpinned map[types.UID]bool
 }
 
 type cachePins struct {
@@ -28,7 +36,20 @@ type cachePins struct {
 
 type pinPair struct{ image, node string }
 
-func newPinLedger() *pinLedger { return &pinLedger{caches: map[types.UID]*cachePins{}} }
+func newPinLedger() *pinLedger {
+	return &pinLedger{caches: map[types.UID]*cachePins{}, unpinning: map[types.UID]time.Time{}, unpinned: map[types.UID]bool{}}
+}
+
+// unpinSince is when the cache's unpinning started: now at the first ask.
+func (l *pinLedger) unpinSince(uid types.UID, now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.unpinning[uid]; ok {
+		return t
+	}
+	l.unpinning[uid] = now
+	return now
+}
 
 func (l *pinLedger) of(uid types.UID) *cachePins {
 	c := l.caches[uid]
@@ -104,4 +125,24 @@ func (l *pinLedger) forget(uid types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.caches, uid)
+	delete(l.unpinning, uid)
+}
+
+// setUnpinned records whether the cache's unpinning is over.
+func (l *pinLedger) setUnpinned(uid types.UID, over bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if over {
+		l.unpinned[uid] = true
+		return
+	}
+	delete(l.unpinned, uid)
+	delete(l.unpinning, uid)
+}
+
+// isUnpinned says whether the cache's unpinning is over.
+func (l *pinLedger) isUnpinned(uid types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unpinned[uid]
 }

@@ -59,6 +59,13 @@ func (r *Reconciler) pinStep(ctx context.Context, cache *v1alpha2.ImageCache, op
 		return true, 0
 	}
 	if op.pins == nil {
+		// The finalizer comes first: a cache deleted from now on
+		// releases what it pins.
+		if err := r.setFinalizer(ctx, cache, true); err != nil {
+			log.FromContext(ctx).Info("adding the unpin finalizer failed; retrying", "error", err.Error())
+			return false, time.Second
+		}
+		r.pinned.setUnpinned(op.uid, false)
 		nodes, err := r.listNodes(ctx)
 		if err != nil {
 			return false, time.Second

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -188,6 +189,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if cache == nil {
 		return ctrl.Result{}, err
 	}
+	if !cache.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, cache)
+	}
 	if op := r.running(req.NamespacedName, cache); op != nil {
 		if err := r.grow(ctx, cache, op); err != nil {
 			return ctrl.Result{}, err
@@ -199,7 +203,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // live reads the cache, or returns nil when it is gone or going: then what
 // the controller holds of it is forgotten and the Jobs its owner reference
-// cannot reach are deleted, and a nil error says that went well.
+// cannot reach are deleted, and a nil error says that went well. A cache
+// going that holds UnpinFinalizer is returned, its operation forgotten,
+// for its pins to be released first (finalize).
 func (r *Reconciler) live(ctx context.Context, key types.NamespacedName) (*v1alpha2.ImageCache, error) {
 	cache := &v1alpha2.ImageCache{}
 	if err := r.Client.Get(ctx, key, cache); err != nil {
@@ -207,6 +213,9 @@ func (r *Reconciler) live(ctx context.Context, key types.NamespacedName) (*v1alp
 			return nil, err
 		}
 	} else if cache.DeletionTimestamp.IsZero() {
+		return cache, nil
+	} else if controllerutil.ContainsFinalizer(cache, v1alpha2.UnpinFinalizer) {
+		r.forget(key)
 		return cache, nil
 	}
 	// Its Jobs in its namespace go with it through their owner
@@ -237,6 +246,9 @@ func (r *Reconciler) idle(ctx context.Context, cache *v1alpha2.ImageCache) (ctrl
 		// operation was lost; abort it so that it runs again.
 		log.FromContext(ctx).Info("found Processing cache without a running operation; aborting it to run it again")
 		return ctrl.Result{}, r.abort(ctx, cache)
+	}
+	if r.stoppedPinning(cache) {
+		return r.stopPinning(ctx, cache)
 	}
 	kind, due, after := plan.Due(cache, plan.Timing{Now: r.Clock.Now(), Started: r.started, RefreshEvery: r.Config.RefreshEvery})
 	if due {
