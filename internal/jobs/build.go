@@ -292,7 +292,9 @@ func pullPod(ws []Work, opts Options, user int64, perNode bool) corev1.PodSpec {
 // deletePod runs our CRI client's cri-rmi against the node's runtime.
 func deletePod(o Owner, w Work, opts Options) (corev1.PodSpec, error) {
 	args := []string{"cri-rmi", "--image=" + w.Image}
-	if o.Unpin {
+	// Only a runtime that can pin holds our pins; another has no
+	// containerd images API to unpin with.
+	if o.Unpin && CanPin(w.Node.Runtime) {
 		args = append(args, "--unpin-owner="+string(o.Cache.UID))
 	}
 	return runtimePod(w.Node, opts, "delete", args)

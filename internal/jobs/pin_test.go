@@ -102,19 +102,23 @@ func TestPinJobNames(t *testing.T) {
 }
 
 // A cache that pins has its delete Jobs release its pin of the image first;
-// one that never pinned runs cri-rmi as before.
+// one that never pinned runs cri-rmi as before, and so does one on a
+// runtime that cannot pin, which holds no pin of ours.
 func TestDeleteUnpinsForItsOwner(t *testing.T) {
+	plain := []string{HelperBinary, "cri-rmi", "--endpoint=unix://" + criMount, "--image=nginx:1.21"}
 	tests := []struct {
-		unpin bool
-		want  []string
+		unpin   bool
+		runtime string
+		want    []string
 	}{
-		{false, []string{HelperBinary, "cri-rmi", "--endpoint=unix://" + criMount, "--image=nginx:1.21"}},
-		{true, []string{HelperBinary, "cri-rmi", "--endpoint=unix://" + criMount, "--image=nginx:1.21", "--unpin-owner=uid-1"}},
+		{false, "containerd://1.7.2", plain},
+		{true, "containerd://1.7.2", append(plain, "--unpin-owner=uid-1")},
+		{true, "cri-o://1.30.0", plain},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.unpin), func(t *testing.T) {
+		t.Run(fmt.Sprint(tt.unpin, tt.runtime), func(t *testing.T) {
 			g := NewWithT(t)
-			j, err := Build(Owner{Cache: cache("web"), Operation: "op1", Unpin: tt.unpin}, work(Delete, "nginx:1.21", "containerd://1.7"), Options{HelperImage: "h:1"})
+			j, err := Build(Owner{Cache: cache("web"), Operation: "op1", Unpin: tt.unpin}, work(Delete, "nginx:1.21", tt.runtime), Options{HelperImage: "h:1"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(j.Spec.Template.Spec.Containers[0].Command).To(Equal(tt.want))
 		})

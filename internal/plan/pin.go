@@ -2,51 +2,12 @@ package plan
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
-
-// CanPin says whether a node's runtime (status.nodeInfo.containerRuntimeVersion)
-// can pin: containerd 1.7 or newer, whose CRI reports an image labelled
-// io.cri-containerd.pinned=pinned as pinned, so that the kubelet's image
-// garbage collection keeps it. Older containerd ignores the label, CRI-O pins
-// only from its configuration, cri-dockerd only with its own flags: a pin
-// Job there would succeed and protect nothing, so none is made.
-func CanPin(runtime string) bool {
-	version, ok := strings.CutPrefix(runtime, "containerd://")
-	if !ok {
-		return false
-	}
-	version = strings.TrimPrefix(version, "v")
-	parts := strings.SplitN(version, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	// A minor version may carry a distribution's suffix (7-k3s1): the
-	// number is what comes first.
-	major, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return false
-	}
-	minor, err := strconv.Atoi(leadingDigits(parts[1]))
-	if err != nil {
-		return false
-	}
-	return major > 1 || (major == 1 && minor >= 7)
-}
-
-func leadingDigits(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
-}
 
 // PinInput is what deciding an operation's pins reads.
 type PinInput struct {
@@ -64,7 +25,8 @@ type PinInput struct {
 }
 
 // PinWork is, per node, the images to pin there and the node as a Job
-// needs it; Unsupported are the nodes whose runtime cannot pin (CanPin),
+// needs it; Unsupported are the nodes whose runtime cannot pin
+// (jobs.CanPin),
 // with it.
 type PinWork struct {
 	Images      map[string][]string
@@ -82,7 +44,7 @@ func Pins(in PinInput) PinWork {
 	out := PinWork{Images: map[string][]string{}, Nodes: map[string]jobs.Node{}, Unsupported: map[string]string{}}
 	for _, w := range p.Work {
 		node := w.Node.Name
-		if !CanPin(w.Node.Runtime) {
+		if !jobs.CanPin(w.Node.Runtime) {
 			out.Unsupported[node] = w.Node.Runtime
 			continue
 		}

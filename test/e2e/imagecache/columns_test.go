@@ -17,7 +17,7 @@ import (
 
 // TestKubectlColumns reads two caches as users do, with `kubectl get ic`:
 // READY is their Ready condition, one True and one False, and `-o wide`
-// adds the pairs held pinned (none: these caches do not pin) and the
+// adds the pairs held pinned (empty: these caches do not pin) and the
 // condition's message, which says what failed. test/golden holds
 // the CRD's columns; this checks what kubectl makes of them.
 func TestKubectlColumns(t *testing.T) {
@@ -48,7 +48,7 @@ func TestKubectlColumns(t *testing.T) {
 	wide, _ := framework.Kubectl(t, "-n", ns, "get", "ic", "-o", "wide")
 	t.Logf("kubectl get ic -o wide:\n%s", wide)
 	g.Expect(wide).To(MatchRegexp(`(?m)^NAME\s+READY\s+STATUS\s+REASON\s+PROGRESS\s+AGE\s+PINNED\s+MESSAGE$`))
-	g.Expect(wide).To(MatchRegexp(`(?m)^bad\s+False\s+Failed\s+ImageCacheCreate\s+\S+\s+\S+\s+<none>\s+` + regexp.QuoteMeta(firstLine(badReady.Message))))
+	g.Expect(wide).To(MatchRegexp(`(?m)^bad\s+False\s+Failed\s+ImageCacheCreate\s+\S+\s+\S+\s+` + regexp.QuoteMeta(firstLine(badReady.Message))))
 }
 
 func firstLine(s string) string {
