@@ -116,11 +116,12 @@ func TestPinPhase(t *testing.T) {
 	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(c.Reason).To(Equal(v1alpha2.PinnedReasonPinFailed))
 	g.Expect(h.pinJobs("c")).To(BeEmpty(), "settled pin Jobs are deleted")
+	g.Expect(h.events()).To(ContainElement(HavePrefix("Warning PinFailed 2 (image, node) pairs could not be pinned")))
 
-	// A refresh pins again only on b.
+	// The nodes report the images: a refresh pulls nothing, and pins
+	// again only on b.
+	h.report(img, "redis:7")
 	h.annotate("c", v1alpha2.RefreshAnnotation, "")
-	h.settleDown("c")
-	h.completeAll("c")
 	h.settleDown("c")
 	pins = h.pinJobs("c")
 	g.Expect(pins).To(HaveLen(1))
@@ -260,4 +261,59 @@ func TestStopPinning(t *testing.T) {
 	g.Expect(c.Finalizers).To(BeEmpty())
 	g.Expect(h.unpinJobs("c")).To(BeEmpty())
 	g.Expect(h.events()).To(ContainElement(HavePrefix("Normal Unpinned the ImageCache no longer pins")))
+}
+
+// A pair the operation pulled again is pinned again, whatever this process
+// pinned before: the node had lost the image, and its new copy has no pin.
+// A new-node operation pins its new nodes only.
+func TestPinAgainAfterPull(t *testing.T) {
+	const img = "nginx:1.25"
+	g := NewWithT(t)
+	h := newHarness(t, Config{Jobs: jobs.Options{DeleteNamespace: controllerNS}}, node("a"), node("b"), pinning(ptr.To(true), img))
+	h.pinned("c")
+	g.Expect(h.status("c").Counts.Pinned).To(Equal(int32(2)))
+
+	h.editNode("b", holding(img))
+	h.annotate("c", v1alpha2.RefreshAnnotation, "")
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	g.Expect(h.pinJobs("c")).To(HaveLen(1))
+	g.Expect(h.pinJobs("c")).To(HaveKey("a"), "pulled again on a, present on b")
+	h.completeAll("c")
+	h.settleDown("c")
+
+	h.addNode(node("new", h.joinedNow))
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	g.Expect(h.pinJobs("c")).To(HaveLen(1))
+	g.Expect(h.pinJobs("c")).To(HaveKey("new"))
+	h.completeAll("c")
+	h.settleDown("c")
+	st := h.status("c")
+	g.Expect(st.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheNewNodes))
+	g.Expect(st.Counts.Pinned).To(Equal(int32(3)))
+}
+
+// An update that drops an image deletes it with the cache's pin released
+// (--unpin-owner), and its status no longer counts it.
+func TestUpdateDropUnpins(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Jobs: jobs.Options{DeleteNamespace: controllerNS}}, node("a"), pinning(ptr.To(true), "nginx:1.25", "redis:7"))
+	h.pinned("c")
+	g.Expect(h.status("c").Counts.Pinned).To(Equal(int32(2)))
+	h.edit("c", func(c *v1alpha2.ImageCache) { c.Spec.CacheSpec[0].Images = []string{"nginx:1.25"} })
+	h.settleDown("c")
+	del := h.job("c", "redis:7", "a")
+	g.Expect(del.Labels).To(HaveKeyWithValue(jobs.LabelKind, string(jobs.Delete)))
+	g.Expect(del.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--unpin-owner=uid-c"))
+	for i := 0; i < 3; i++ {
+		h.completeAll("c")
+		h.settleDown("c")
+	}
+	st := h.status("c")
+	g.Expect(st.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheUpdate))
+	g.Expect(st.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: "nginx:1.25", Nodes: 1}}))
+	g.Expect(st.Counts.Pinned).To(Equal(int32(1)))
 }

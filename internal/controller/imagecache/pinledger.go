@@ -68,6 +68,14 @@ func (l *pinLedger) has(uid types.UID, image, node string) bool {
 	return c != nil && c.pinned[image][node]
 }
 
+// known says whether this process has pinned, or tried to pin, for the
+// cache since it started.
+func (l *pinLedger) known(uid types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.caches[uid] != nil
+}
+
 // unsupported records the nodes whose runtime cannot pin.
 func (l *pinLedger) unsupported(uid types.UID, nodes map[string]string) {
 	l.mu.Lock()

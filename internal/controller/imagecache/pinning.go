@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -25,6 +26,10 @@ type pinPhase struct {
 	todo []*pinJob
 	// running are the Jobs created and not settled, by name.
 	running map[string]*pinJob
+	// failed counts the pairs whose pin failed; told is set once the
+	// Event that says so is sent, for a finish that is retried.
+	failed int
+	told   bool
 }
 
 type pinJob struct {
@@ -75,6 +80,7 @@ func (r *Reconciler) pinStep(ctx context.Context, cache *v1alpha2.ImageCache, op
 	r.createPins(ctx, cache, op)
 	next := r.settlePins(ctx, cache, op)
 	if len(op.pins.todo) == 0 && len(op.pins.running) == 0 {
+		r.announcePinFailures(cache, op.pins)
 		return true, 0
 	}
 	if len(op.pins.running) == 0 {
@@ -87,25 +93,7 @@ func (r *Reconciler) pinStep(ctx context.Context, cache *v1alpha2.ImageCache, op
 // planPins decides the operation's pin Jobs (plan.Pins) and records the
 // nodes that cannot pin.
 func (r *Reconciler) planPins(cache *v1alpha2.ImageCache, op *operation, nodes []corev1.Node) *pinPhase {
-	failed := map[pinPair]bool{}
-	for _, it := range op.final.items {
-		if it.Outcome.State != results.Succeeded {
-			failed[pinPair{it.Image, it.Node}] = true
-		}
-	}
-	only := op.only
-	if only != nil {
-		only = map[string]bool{}
-		for n := range op.only {
-			only[n] = true
-		}
-		for n := range op.joined {
-			only[n] = true
-		}
-	}
-	w := plan.Pins(plan.PinInput{Spec: op.spec, Nodes: nodes, Only: only, StartupTaint: r.Config.StartupTaint,
-		Failed: func(img, n string) bool { return failed[pinPair{img, n}] },
-		Pinned: func(img, n string) bool { return r.pinned.has(op.uid, img, n) }})
+	w := plan.Pins(r.pinInput(op, nodes))
 	r.pinned.unsupported(op.uid, w.Unsupported)
 	phase := &pinPhase{running: map[string]*pinJob{}}
 	for _, node := range sortedKeys(w.Images) {
@@ -118,6 +106,36 @@ func (r *Reconciler) planPins(cache *v1alpha2.ImageCache, op *operation, nodes [
 		}
 	}
 	return phase
+}
+
+// pinInput is what the operation's pins are decided from. A pair its Job
+// pulled is pinned again whatever the ledger says: the node did not hold
+// the image (someone removed it, pin and all), and the new copy carries no
+// label. A new-node operation pins its nodes only, unless this process
+// knows nothing of the cache's pins yet (it restarted): then every node,
+// or its status would count the new nodes' pins alone.
+func (r *Reconciler) pinInput(op *operation, nodes []corev1.Node) plan.PinInput {
+	failed, pulled := map[pinPair]bool{}, map[pinPair]bool{}
+	for _, it := range op.final.items {
+		if it.Outcome.State == results.Succeeded {
+			pulled[pinPair{it.Image, it.Node}] = true
+		} else {
+			failed[pinPair{it.Image, it.Node}] = true
+		}
+	}
+	var only map[string]bool
+	if op.only != nil && r.pinned.known(op.uid) {
+		only = map[string]bool{}
+		for n := range op.only {
+			only[n] = true
+		}
+		for n := range op.joined {
+			only[n] = true
+		}
+	}
+	return plan.PinInput{Spec: op.spec, Nodes: nodes, Only: only, StartupTaint: r.Config.StartupTaint,
+		Failed: func(img, n string) bool { return failed[pinPair{img, n}] },
+		Pinned: func(img, n string) bool { return !pulled[pinPair{img, n}] && r.pinned.has(op.uid, img, n) }}
 }
 
 // createPins creates the pin Jobs the caps allow, a slot each, as a delete
@@ -188,6 +206,7 @@ func (r *Reconciler) settlePins(ctx context.Context, cache *v1alpha2.ImageCache,
 // the delete policy, deletes it.
 func (r *Reconciler) settlePin(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, pj *pinJob, out results.PinOutcome) {
 	r.pinned.record(op.uid, pj.node.Name, out)
+	op.pins.failed += len(out.Failed)
 	delete(op.pins.running, pj.name)
 	if s, ok := op.holding[pj.name]; ok {
 		delete(op.holding, pj.name)
@@ -204,6 +223,17 @@ func (r *Reconciler) settlePin(ctx context.Context, cache *v1alpha2.ImageCache, 
 			op.sweep = true
 		}
 	}
+}
+
+// announcePinFailures tells, by a Warning Event, of the pins that failed
+// in this operation, once.
+func (r *Reconciler) announcePinFailures(cache *v1alpha2.ImageCache, p *pinPhase) {
+	if p.failed == 0 || p.told {
+		return
+	}
+	p.told = true
+	r.Recorder.Event(cache, corev1.EventTypeWarning, v1alpha2.PinnedReasonPinFailed, fmt.Sprintf(
+		"%d (image, node) pairs could not be pinned: they are cached, but the kubelet's image garbage collection may delete them; see status.pins.failures", p.failed))
 }
 
 func failedAll(images []string, why string) map[string]string {
