@@ -317,3 +317,28 @@ func TestUpdateDropUnpins(t *testing.T) {
 	g.Expect(st.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: "nginx:1.25", Nodes: 1}}))
 	g.Expect(st.Counts.Pinned).To(Equal(int32(1)))
 }
+
+// An image the cache wants no more whose pin no delete Job released (the
+// delete failed here; fromPods' dropped images are never deleted) gets an
+// unpin Job, so that the kubelet may collect it.
+func TestUnwantedPinReleased(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, Config{Granularity: jobs.PerImage, Jobs: jobs.Options{DeleteNamespace: controllerNS}}, node("a"), pinning(ptr.To(true), "nginx:1.25", "redis:7"))
+	h.pinned("c")
+	h.report("nginx:1.25", "redis:7")
+	h.edit("c", func(c *v1alpha2.ImageCache) { c.Spec.CacheSpec[0].Images = []string{"nginx:1.25"} })
+	h.settleDown("c")
+	h.fail("c", "redis:7", "a")
+	h.settleDown("c")
+	unpin := h.unpinJobs("c")
+	g.Expect(unpin).To(HaveLen(1))
+	g.Expect(unpin[0].Annotations).To(HaveKeyWithValue(jobs.AnnotationNode, "a"))
+	g.Expect(unpin[0].Spec.Template.Spec.Containers[0].Command).To(ContainElements("unpin", "--owner=uid-c", "--image=redis:7"))
+	g.Expect(h.pinJobs("c")).To(BeEmpty(), "nginx is pinned already")
+	h.completeAll("c")
+	h.settleDown("c")
+	st := h.status("c")
+	g.Expect(st.Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheUpdate))
+	g.Expect(st.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: "nginx:1.25", Nodes: 1}}))
+	g.Expect(h.unpinJobs("c")).To(BeEmpty())
+}

@@ -1,6 +1,7 @@
 package imagecache
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -105,6 +106,34 @@ func (l *pinLedger) record(uid types.UID, node string, o results.PinOutcome) {
 	for img, why := range o.Failed {
 		c.failed[pinPair{img, node}] = why
 	}
+}
+
+// unwanted are, by node, the images the cache pinned and wants no more,
+// less the pairs whose pins a delete Job released: images that fromPods or
+// fromWorkloads dropped stay on the nodes for the kubelet to collect, which
+// our pin would forbid for good.
+func (l *pinLedger) unwanted(uid types.UID, wanted map[string]bool, released map[pinPair]bool) map[string][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.caches[uid]
+	if c == nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for img, nodes := range c.pinned {
+		if wanted[img] {
+			continue
+		}
+		for n := range nodes {
+			if !released[pinPair{img, n}] {
+				out[n] = append(out[n], img)
+			}
+		}
+	}
+	for _, imgs := range out {
+		slices.Sort(imgs)
+	}
+	return out
 }
 
 // keep forgets the images the cache no longer wants: its delete Jobs

@@ -34,6 +34,7 @@ type pinPhase struct {
 
 type pinJob struct {
 	name    string
+	kind    jobs.Kind
 	node    jobs.Node
 	images  []string
 	created time.Time
@@ -96,16 +97,41 @@ func (r *Reconciler) planPins(cache *v1alpha2.ImageCache, op *operation, nodes [
 	w := plan.Pins(r.pinInput(op, nodes))
 	r.pinned.unsupported(op.uid, w.Unsupported)
 	phase := &pinPhase{running: map[string]*pinJob{}}
-	for _, node := range sortedKeys(w.Images) {
-		imgs := w.Images[node]
-		for len(imgs) > 0 {
-			n := min(len(imgs), jobs.MaxPinImages)
-			phase.todo = append(phase.todo, &pinJob{node: w.Nodes[node], images: imgs[:n],
-				name: jobs.PinJobName(cache.Name, op.id, jobs.Pin, node, imgs[:n])})
-			imgs = imgs[n:]
+	phase.add(cache.Name, op.id, jobs.Pin, w.Images, w.Nodes)
+	byName := map[string]jobs.Node{}
+	for i := range nodes {
+		byName[nodes[i].Name] = jobs.Node{Name: nodes[i].Name, Runtime: nodes[i].Status.NodeInfo.ContainerRuntimeVersion}
+	}
+	phase.add(cache.Name, op.id, jobs.Unpin, r.pinned.unwanted(op.uid, wantedImages(&op.spec), deletedPairs(op)), byName)
+	return phase
+}
+
+// add queues the Jobs of kind for images by node, MaxPinImages a Job.
+// Nodes gone from the cluster are left out: their images went with them.
+func (p *pinPhase) add(cache, opID string, kind jobs.Kind, images map[string][]string, nodes map[string]jobs.Node) {
+	for _, node := range sortedKeys(images) {
+		n, ok := nodes[node]
+		if !ok {
+			continue
+		}
+		for imgs := images[node]; len(imgs) > 0; {
+			chunk := imgs[:min(len(imgs), jobs.MaxPinImages)]
+			imgs = imgs[len(chunk):]
+			p.todo = append(p.todo, &pinJob{kind: kind, node: n, images: chunk, name: jobs.PinJobName(cache, opID, kind, node, chunk)})
 		}
 	}
-	return phase
+}
+
+// deletedPairs are the pairs the operation's delete Jobs removed: their
+// pins went with them (cri-rmi --unpin-owner).
+func deletedPairs(op *operation) map[pinPair]bool {
+	out := map[pinPair]bool{}
+	for i, name := range op.names {
+		if w := op.work[i]; w.Kind == jobs.Delete && op.settled[name].State == results.Succeeded {
+			out[pinPair{w.Image, w.Node.Name}] = true
+		}
+	}
+	return out
 }
 
 // pinInput is what the operation's pins are decided from. A pair its Job
@@ -152,7 +178,7 @@ func (r *Reconciler) createPins(ctx context.Context, cache *v1alpha2.ImageCache,
 		} else {
 			op.holding[pj.name] = slots{node: pj.node.Name, n: s}
 		}
-		job, err := jobs.BuildPin(owner, jobs.Pin, pj.node, pj.images, nil, r.Config.Jobs)
+		job, err := jobs.BuildPin(owner, pj.kind, pj.node, pj.images, nil, r.Config.Jobs)
 		if err == nil {
 			err = r.Client.Create(ctx, job)
 		}
@@ -161,7 +187,7 @@ func (r *Reconciler) createPins(ctx context.Context, cache *v1alpha2.ImageCache,
 			r.settlePin(ctx, cache, op, pj, results.PinOutcome{Failed: failedAll(pj.images, "creating the pin Job failed: "+err.Error())})
 			continue
 		}
-		metrics.JobsCreated.WithLabelValues(string(jobs.Pin)).Inc()
+		metrics.JobsCreated.WithLabelValues(string(pj.kind)).Inc()
 		pj.created = r.Clock.Now()
 		op.pins.running[pj.name] = pj
 	}
@@ -205,7 +231,9 @@ func (r *Reconciler) settlePins(ctx context.Context, cache *v1alpha2.ImageCache,
 // settlePin takes in what one pin Job did, gives back its slot and, under
 // the delete policy, deletes it.
 func (r *Reconciler) settlePin(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, pj *pinJob, out results.PinOutcome) {
-	r.pinned.record(op.uid, pj.node.Name, out)
+	if pj.kind == jobs.Pin {
+		r.pinned.record(op.uid, pj.node.Name, out)
+	}
 	op.pins.failed += len(out.Failed)
 	delete(op.pins.running, pj.name)
 	if s, ok := op.holding[pj.name]; ok {
@@ -216,7 +244,7 @@ func (r *Reconciler) settlePin(ctx context.Context, cache *v1alpha2.ImageCache, 
 	if len(out.Failed) > 0 || out.Unsupported != "" {
 		result = jobs.ResultFailed
 	}
-	metrics.JobsFinished.WithLabelValues(string(jobs.Pin), result).Inc()
+	metrics.JobsFinished.WithLabelValues(string(pj.kind), result).Inc()
 	if !pj.created.IsZero() && r.deletesSettled() {
 		key := client.ObjectKey{Namespace: jobs.Namespace(cache, jobs.Pin, r.Config.Jobs), Name: pj.name}
 		if !r.deleteJobs(ctx, []client.ObjectKey{key}) {
