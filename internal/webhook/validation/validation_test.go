@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/webhook/validation/validationtest"
@@ -140,6 +141,14 @@ func TestValidateUpdate(t *testing.T) {
 		}},
 		{name: "pull secrets may change", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Spec.ImagePullSecrets = nil
+		}},
+		// Pinning may be turned on and off at any time: the controller
+		// pins, or unpins, after the operation that runs.
+		{name: "pin may be turned on", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.Pin = ptr.To(true)
+		}},
+		{name: "processing: pin may be turned off", old: processing, mutate: func(ic *v1alpha2.ImageCache) {
+			ic.Spec.Pin = ptr.To(false)
 		}},
 		{name: "annotation may be added when idle", old: succeeded, mutate: func(ic *v1alpha2.ImageCache) {
 			ic.Annotations = map[string]string{v1alpha2.RefreshAnnotation: ""}
