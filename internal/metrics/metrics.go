@@ -20,7 +20,7 @@ import (
 var (
 	// JobsCreated counts Jobs created, by kind (pull, delete).
 	JobsCreated = counterVec("kubefledged_jobs_created_total",
-		"Jobs created, by kind (pull or delete).", "kind")
+		"Jobs created, by kind (pull, delete, pin or unpin).", "kind")
 	// JobsFinished counts Jobs settled, by kind and result (succeeded,
 	// failed, expired: still unfinished at the deadline).
 	JobsFinished = counterVec("kubefledged_jobs_finished_total",
@@ -77,11 +77,11 @@ func init() {
 // have, at 0. rate() and increase() count from a series' first sample: a
 // series first scraped at 3 failed pulls shows no failure at all until the
 // next one, and the first slow operation of a kind would never reach an
-// alert. The sets are small and fixed: 11 counter series, the operation
+// alert. The sets are small and fixed: 19 counter series, the operation
 // histogram's 5 operations times the 3 statuses an operation ends with, and
 // the hold histogram's 4 reasons.
 func initLabelSets() {
-	kinds := []jobs.Kind{jobs.Pull, jobs.Delete}
+	kinds := []jobs.Kind{jobs.Pull, jobs.Delete, jobs.Pin, jobs.Unpin}
 	for _, k := range kinds {
 		JobsCreated.WithLabelValues(string(k))
 		for _, r := range []string{jobs.ResultSucceeded, jobs.ResultFailed, jobs.ResultExpired} {

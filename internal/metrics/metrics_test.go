@@ -16,8 +16,8 @@ func TestLabelSetsExistAtZero(t *testing.T) {
 		c    prometheus.Collector
 		n    int
 	}{
-		{"kubefledged_jobs_created_total", JobsCreated, 2},
-		{"kubefledged_jobs_finished_total", JobsFinished, 6},
+		{"kubefledged_jobs_created_total", JobsCreated, 4},
+		{"kubefledged_jobs_finished_total", JobsFinished, 12},
 		{"kubefledged_image_pulls_total", ImagePulls, 3},
 		{"kubefledged_operation_duration_seconds", OperationDuration, 15},
 		{"kubefledged_node_startup_taint_hold_seconds", NodeHoldSeconds, 4},

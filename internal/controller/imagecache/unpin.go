@@ -17,6 +17,7 @@ import (
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/controller/cachestatus"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 	"github.com/kubefledged/kube-fledged/internal/podimages"
 	"github.com/kubefledged/kube-fledged/internal/results"
@@ -60,7 +61,9 @@ func (r *Reconciler) unpinAll(ctx context.Context, cache *v1alpha2.ImageCache) (
 			obj := r.Jobs.Get(job.Namespace, job.Name)
 			if obj == nil {
 				t.left++
-				if err := r.Client.Create(ctx, job); err != nil && !isAlreadyExists(err) {
+				if err := r.Client.Create(ctx, job); err == nil {
+					metrics.JobsCreated.WithLabelValues(string(jobs.Unpin)).Inc()
+				} else if !isAlreadyExists(err) {
 					return t, err
 				}
 				continue
