@@ -3,129 +3,17 @@ package containerdpin
 import (
 	"context"
 	"maps"
-	"net"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	. "github.com/onsi/gomega"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubefledged/kube-fledged/internal/pin"
+	"github.com/kubefledged/kube-fledged/internal/pin/containerdpin/containerdtest"
 )
-
-// runtime is an in-memory containerd as far as pinning sees it: the CRI
-// image service answers ImageStatus from a table, and the images service keeps
-// records' labels with containerd's field-mask semantics ("labels.k" sets k
-// to the request's value, and an empty value removes it). It refuses a call
-// outside the k8s.io namespace and an update without a mask, as either would
-// be a bug of ours on a real node.
-type runtime struct {
-	runtimeapi.UnimplementedImageServiceServer
-	imagesapi.UnimplementedImagesServer
-	versionapi.UnimplementedVersionServer
-
-	mu        sync.Mutex
-	version   string
-	cri       map[string]*runtimeapi.Image
-	records   map[string]map[string]string
-	updateErr error
-	// meddle runs once, before the first update is applied: another helper
-	// writing the same record between our read and our write.
-	meddle  func(records map[string]map[string]string)
-	updates int
-}
-
-func (r *runtime) Version(ctx context.Context, _ *emptypb.Empty) (*versionapi.VersionResponse, error) {
-	return &versionapi.VersionResponse{Version: r.version}, nil
-}
-
-func (r *runtime) ImageStatus(_ context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	return &runtimeapi.ImageStatusResponse{Image: r.cri[req.GetImage().GetImage()]}, nil
-}
-
-func namespaced(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("containerd-namespace"); len(v) != 1 || v[0] != Namespace {
-		return status.Errorf(codes.FailedPrecondition, "namespace is required (got %v)", v)
-	}
-	return nil
-}
-
-func (r *runtime) Get(ctx context.Context, req *imagesapi.GetImageRequest) (*imagesapi.GetImageResponse, error) {
-	if err := namespaced(ctx); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l, ok := r.records[req.GetName()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "image %q: not found", req.GetName())
-	}
-	return &imagesapi.GetImageResponse{Image: &imagesapi.Image{Name: req.GetName(), Labels: maps.Clone(l)}}, nil
-}
-
-func (r *runtime) Update(ctx context.Context, req *imagesapi.UpdateImageRequest) (*imagesapi.UpdateImageResponse, error) {
-	if err := namespaced(ctx); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.updateErr != nil {
-		return nil, r.updateErr
-	}
-	if r.meddle != nil {
-		r.meddle(r.records)
-		r.meddle = nil
-	}
-	l, ok := r.records[req.GetImage().GetName()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "image %q: not found", req.GetImage().GetName())
-	}
-	if len(req.GetUpdateMask().GetPaths()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "an update without a mask replaces every label")
-	}
-	for _, p := range req.GetUpdateMask().GetPaths() {
-		k, ok := strings.CutPrefix(p, "labels.")
-		if !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "cannot update %q", p)
-		}
-		if v := req.GetImage().GetLabels()[k]; v != "" {
-			l[k] = v
-		} else {
-			delete(l, k)
-		}
-	}
-	r.updates++
-	return &imagesapi.UpdateImageResponse{Image: &imagesapi.Image{Name: req.GetImage().GetName(), Labels: maps.Clone(l)}}, nil
-}
-
-// serve runs the fake on a unix socket; containerd=false serves CRI only, as
-// CRI-O and cri-dockerd do.
-func serve(t *testing.T, r *runtime, containerd bool) string {
-	sock := filepath.Join(t.TempDir(), "containerd.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterImageServiceServer(srv, r)
-	if containerd {
-		imagesapi.RegisterImagesServer(srv, r)
-		versionapi.RegisterVersionServer(srv, r)
-	}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	return "unix://" + sock
-}
 
 const (
 	owner   = "0b7a4f4e-0000-4000-8000-0000000000aa"
@@ -141,14 +29,14 @@ const (
 
 // node has nginx:1.27 as CRI keeps it (three records: tag, repo digest, id)
 // and the sandbox image, which containerd pinned itself.
-func node() *runtime {
-	return &runtime{
-		version: "v1.7.32",
-		cri: map[string]*runtimeapi.Image{
+func node() *containerdtest.Runtime {
+	return &containerdtest.Runtime{
+		Version: "v1.7.32",
+		CRI: map[string]*runtimeapi.Image{
 			nginx: {Id: id, RepoTags: []string{tag}, RepoDigests: []string{digest}},
 			pause: {Id: pauseID, RepoTags: []string{pause}},
 		},
-		records: map[string]map[string]string{
+		Records: map[string]map[string]string{
 			tag: {managed: "managed"}, digest: {managed: "managed"}, id: {managed: "managed"},
 			pause: {managed: "managed", pin.RuntimeLabel: pin.RuntimeValue}, pauseID: {managed: "managed", pin.RuntimeLabel: pin.RuntimeValue},
 		},
@@ -164,7 +52,7 @@ var (
 func TestPin(t *testing.T) {
 	tests := []struct {
 		name    string
-		change  func(*runtime)
+		change  func(*containerdtest.Runtime)
 		images  []string
 		want    pin.Report
 		records map[string]map[string]string
@@ -183,25 +71,29 @@ func TestPin(t *testing.T) {
 		records: map[string]map[string]string{tag: ours},
 	}, {
 		name: "a record gone since CRI listed it is skipped", images: []string{nginx},
-		change:  func(r *runtime) { delete(r.records, digest) },
+		change:  func(r *containerdtest.Runtime) { delete(r.Records, digest) },
 		records: map[string]map[string]string{tag: ours, id: ours},
 	}, {
 		name: "every record gone: absent", images: []string{nginx},
-		change: func(r *runtime) { delete(r.records, tag); delete(r.records, digest); delete(r.records, id) },
-		want:   pin.Report{Absent: []string{nginx}},
+		change: func(r *containerdtest.Runtime) {
+			delete(r.Records, tag)
+			delete(r.Records, digest)
+			delete(r.Records, id)
+		},
+		want: pin.Report{Absent: []string{nginx}},
 	}, {
 		name: "containerd 1.6 ignores the label: unsupported, nothing written", images: []string{nginx},
-		change:  func(r *runtime) { r.version = "1.6.20~ds1" },
+		change:  func(r *containerdtest.Runtime) { r.Version = "1.6.20~ds1" },
 		want:    pin.Report{Unsupported: "containerd 1.6.20~ds1 does not report pinned images to the kubelet: pinning needs containerd 1.7 or newer"},
 		records: map[string]map[string]string{tag: untouched, digest: untouched, id: untouched},
 	}, {
 		name: "a refused update fails that image", images: []string{nginx},
-		change: func(r *runtime) { r.updateErr = status.Error(codes.Internal, "disk full") },
+		change: func(r *containerdtest.Runtime) { r.UpdateErr = status.Error(codes.Internal, "disk full") },
 		want:   pin.Report{Failed: map[string]string{nginx: "image record sha256:2222222222222222222222222222222222222222222222222222222222222222: rpc error: code = Internal desc = disk full"}},
 	}, {
 		name: "another cache pins the same image between our read and our write", images: []string{nginx},
-		change: func(r *runtime) {
-			r.meddle = func(recs map[string]map[string]string) {
+		change: func(r *containerdtest.Runtime) {
+			r.Meddle = func(recs map[string]map[string]string) {
 				recs[id][pin.OwnerLabel(other)] = pin.OwnerValue
 				recs[id][pin.RuntimeLabel] = pin.RuntimeValue
 				recs[id][pin.SetByUsLabel] = pin.SetByUsValue
@@ -217,10 +109,10 @@ func TestPin(t *testing.T) {
 			if tc.change != nil {
 				tc.change(r)
 			}
-			got := Pin(context.Background(), serve(t, r, true), owner, tc.images)
+			got := Pin(context.Background(), containerdtest.Serve(t, r, true), owner, tc.images)
 			g.Expect(got).To(Equal(tc.want))
 			for name, want := range tc.records {
-				g.Expect(r.records).To(HaveKeyWithValue(name, want), name)
+				g.Expect(r.Records).To(HaveKeyWithValue(name, want), name)
 			}
 		})
 	}
@@ -232,14 +124,14 @@ func TestUnpin(t *testing.T) {
 		l[pin.OwnerLabel(other)] = pin.OwnerValue
 		return l
 	}
-	pinnedByUs := func(r *runtime) {
+	pinnedByUs := func(r *containerdtest.Runtime) {
 		for _, n := range []string{tag, digest, id} {
-			r.records[n] = maps.Clone(ours)
+			r.Records[n] = maps.Clone(ours)
 		}
 	}
 	tests := []struct {
 		name    string
-		change  func(*runtime)
+		change  func(*containerdtest.Runtime)
 		images  []string
 		want    pin.Report
 		records map[string]map[string]string
@@ -248,34 +140,34 @@ func TestUnpin(t *testing.T) {
 		records: map[string]map[string]string{tag: untouched, digest: untouched, id: untouched},
 	}, {
 		name: "another cache still pins it: only our owner label goes", images: []string{nginx},
-		change: func(r *runtime) {
+		change: func(r *containerdtest.Runtime) {
 			pinnedByUs(r)
 			for _, n := range []string{tag, digest, id} {
-				r.records[n] = both(r.records[n])
+				r.Records[n] = both(r.Records[n])
 			}
 		},
 		records: map[string]map[string]string{tag: {managed: "managed", pin.RuntimeLabel: pin.RuntimeValue,
 			pin.SetByUsLabel: pin.SetByUsValue, pin.OwnerLabel(other): pin.OwnerValue}},
 	}, {
 		name: "somebody else's pin stays", images: []string{pause},
-		change: func(r *runtime) {
-			r.records[pause][pin.OwnerLabel(owner)] = pin.OwnerValue
-			r.records[pauseID][pin.OwnerLabel(owner)] = pin.OwnerValue
+		change: func(r *containerdtest.Runtime) {
+			r.Records[pause][pin.OwnerLabel(owner)] = pin.OwnerValue
+			r.Records[pauseID][pin.OwnerLabel(owner)] = pin.OwnerValue
 		},
 		records: map[string]map[string]string{pause: pauseAsWas, pauseID: pauseAsWas},
 	}, {
 		name: "two caches unpin at once: the last of them drops the runtime's pin", images: []string{nginx},
-		change: func(r *runtime) {
+		change: func(r *containerdtest.Runtime) {
 			pinnedByUs(r)
-			r.records[id] = both(r.records[id])
+			r.Records[id] = both(r.Records[id])
 			// The other cache's unpin read the record while we still
 			// owned it, so it removed its owner label only.
-			r.meddle = func(recs map[string]map[string]string) { delete(recs[id], pin.OwnerLabel(other)) }
+			r.Meddle = func(recs map[string]map[string]string) { delete(recs[id], pin.OwnerLabel(other)) }
 		},
 		records: map[string]map[string]string{id: untouched},
 	}, {
 		name: "containerd 1.6: labels are removed all the same", images: []string{nginx},
-		change:  func(r *runtime) { pinnedByUs(r); r.version = "1.6.20~ds1" },
+		change:  func(r *containerdtest.Runtime) { pinnedByUs(r); r.Version = "1.6.20~ds1" },
 		records: map[string]map[string]string{tag: untouched, digest: untouched, id: untouched},
 	}, {
 		name: "an image we never pinned: nothing written", images: []string{nginx},
@@ -288,13 +180,13 @@ func TestUnpin(t *testing.T) {
 			if tc.change != nil {
 				tc.change(r)
 			}
-			got := Unpin(context.Background(), serve(t, r, true), owner, tc.images)
+			got := Unpin(context.Background(), containerdtest.Serve(t, r, true), owner, tc.images)
 			g.Expect(got).To(Equal(tc.want))
 			for name, want := range tc.records {
-				g.Expect(r.records).To(HaveKeyWithValue(name, want), name)
+				g.Expect(r.Records).To(HaveKeyWithValue(name, want), name)
 			}
 			if tc.name == "an image we never pinned: nothing written" {
-				g.Expect(r.updates).To(BeZero())
+				g.Expect(r.Updates).To(BeZero())
 			}
 		})
 	}
@@ -304,12 +196,12 @@ func TestNoContainerdAPI(t *testing.T) {
 	for _, pinIt := range []bool{true, false} {
 		g := NewWithT(t)
 		r := node()
-		got := apply(context.Background(), serve(t, r, false), owner, []string{nginx}, pinIt)
+		got := apply(context.Background(), containerdtest.Serve(t, r, false), owner, []string{nginx}, pinIt)
 		g.Expect(got.Unsupported).To(ContainSubstring("no containerd API"))
 		g.Expect(got.Unsupported).To(ContainSubstring("containerd.services.version.v1.Version"))
 		g.Expect(got.Absent).To(BeEmpty())
 		g.Expect(got.Failed).To(BeEmpty())
-		g.Expect(r.records[tag]).To(Equal(untouched))
+		g.Expect(r.Records[tag]).To(Equal(untouched))
 	}
 }
 
