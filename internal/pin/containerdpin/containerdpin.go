@@ -206,8 +206,10 @@ func (c client) record(ctx context.Context, name, owner string, pinIt bool) (fou
 		for _, k := range remove {
 			paths = append(paths, "labels."+k)
 		}
+		// The target is not in the mask, so containerd keeps its own; but containerd 1.7
+		// reads the request's target before it looks at the mask, and a nil one crashes it.
 		_, err = c.images.Update(ctx, &imagesapi.UpdateImageRequest{
-			Image:      &imagesapi.Image{Name: name, Labels: set},
+			Image:      &imagesapi.Image{Name: name, Labels: set, Target: got.GetImage().GetTarget()},
 			UpdateMask: &fieldmaskpb.FieldMask{Paths: paths},
 		})
 		if status.Code(err) == codes.NotFound {

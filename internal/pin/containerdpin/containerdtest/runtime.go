@@ -15,6 +15,7 @@ import (
 
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
 	versionapi "github.com/containerd/containerd/api/services/version/v1"
+	"github.com/containerd/containerd/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -117,6 +118,11 @@ func (r *Runtime) RemoveImage(_ context.Context, req *runtimeapi.RemoveImageRequ
 	return &runtimeapi.RemoveImageResponse{}, nil
 }
 
+// target is a record's descriptor: made up, but never nil, as containerd's never are.
+func target(name string) *types.Descriptor {
+	return &types.Descriptor{MediaType: "application/vnd.oci.image.manifest.v1+json", Digest: "sha256:" + strings.Repeat("0", 64), Size: int64(len(name))}
+}
+
 func namespaced(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get("containerd-namespace"); len(v) != 1 || v[0] != Namespace {
@@ -135,7 +141,7 @@ func (r *Runtime) Get(ctx context.Context, req *imagesapi.GetImageRequest) (*ima
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "image %q: not found", req.GetName())
 	}
-	return &imagesapi.GetImageResponse{Image: &imagesapi.Image{Name: req.GetName(), Labels: maps.Clone(l)}}, nil
+	return &imagesapi.GetImageResponse{Image: &imagesapi.Image{Name: req.GetName(), Labels: maps.Clone(l), Target: target(req.GetName())}}, nil
 }
 
 func (r *Runtime) Update(ctx context.Context, req *imagesapi.UpdateImageRequest) (*imagesapi.UpdateImageResponse, error) {
@@ -155,6 +161,11 @@ func (r *Runtime) Update(ctx context.Context, req *imagesapi.UpdateImageRequest)
 	l, ok := r.Records[name]
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "image %q: not found", name)
+	}
+	if req.GetImage().GetTarget() == nil {
+		// containerd 1.7 converts the request's target before it reads the mask: a
+		// nil one is a nil-pointer panic that takes the whole daemon down.
+		return nil, status.Error(codes.Internal, "nil target: containerd 1.7 would crash")
 	}
 	if len(req.GetUpdateMask().GetPaths()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "an update without a mask replaces every label")
