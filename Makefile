@@ -42,6 +42,9 @@ CONTROLLER_GEN_VERSION ?= v0.20.1
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.21.4
+# The real node's containerd and its runc shim (hack/realnode.mk): 1.7 or newer,
+# whose CRI plugin reports pinned images to the kubelet (docs/pinning.md).
+CONTAINERD_VERSION ?= v1.7.32
 # kube-version-ldflags VERSION: what Kubernetes' own build stamps into its
 # binaries, so that /version and the version checks see VERSION.
 kube-version-ldflags = $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(1) -X $(p).gitMajor=1 -X $(p).gitMinor=$(word 2,$(subst ., ,$(1))) -X $(p).gitTreeState=clean)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the real node needs (containerd with runc, the CNI
-# plugins, iptables, iproute2, nftables), and only those missing: `make test` runs this every time, so a
+# Installs the Debian packages the real node needs (runc, the CNI plugins, iptables,
+# iproute2, nftables; containerd itself is built by make realnode-tools, since
+# Debian's is too old to report pinned images), and only those missing: `make test` runs this every time, so a
 # machine that already has them must not touch apt at all. A machine where apt cannot
 # run is not an error: the real-node tests skip there and say what is missing.
 set -euo pipefail
 
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
-have_cmd containerd || need+=(containerd)
 have_cmd runc || need+=(runc)
 [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
 have_cmd iptables || need+=(iptables)
@@ -16,7 +16,7 @@ have_cmd ip || need+=(iproute2)
 have_cmd nft || need+=(nftables)
 
 if [ ${#need[@]} -eq 0 ]; then
-	echo "realnode-deps: containerd, runc, CNI plugins, iptables, ip and nft are installed"
+	echo "realnode-deps: runc, CNI plugins, iptables, ip and nft are installed"
 	exit 0
 fi
 if ! have_cmd apt-get; then
@@ -38,9 +38,10 @@ if ! apt-get install -y --no-install-recommends "${need[@]}"; then
 		exit 0
 	fi
 fi
-# Debian's package enables and starts a containerd service where an init system runs.
-# Ours runs its own with private paths; a system one on the default socket would only
-# compete for the same host (and confuse a check for a running containerd).
+# Debian's containerd package, installed here before containerd was built instead,
+# enables and starts a containerd service where an init system runs. Ours runs its
+# own with private paths; a system one on the default socket would only compete for
+# the same host (and confuse a check for a running containerd).
 if have_cmd systemctl && [ -d /run/systemd/system ]; then
 	systemctl disable --now containerd >/dev/null 2>&1 || true
 fi

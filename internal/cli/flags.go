@@ -182,3 +182,18 @@ func (q *Quantity) Set(s string) error {
 	q.Value = &v
 	return nil
 }
+
+// Strings is a flag that may be given many times, each time adding one
+// value; an empty value is refused, as it would name nothing.
+type Strings []string
+
+func (s *Strings) String() string { return strings.Join(*s, ",") }
+
+// Set adds one value.
+func (s *Strings) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return fmt.Errorf("empty value: give one value per flag")
+	}
+	*s = append(*s, v)
+	return nil
+}

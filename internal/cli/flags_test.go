@@ -118,3 +118,31 @@ func TestChoiceUsage(t *testing.T) {
 	Usage(fs, &b)
 	NewWithT(t).Expect(b.String()).To(ContainSubstring("how it looks (default dark)"))
 }
+
+func TestStrings(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    Strings
+		wantErr string
+	}{
+		{name: "none", args: nil},
+		{name: "each flag adds one, in order", args: []string{"--image=b", "--image", "a"}, want: Strings{"b", "a"}},
+		{name: "empty refused", args: []string{"--image="}, wantErr: `invalid value "" for flag --image: empty value`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fs := NewFlagSet("test")
+			var s Strings
+			fs.Var(&s, "image", "")
+			err := Parse(fs, c.args)
+			if c.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(c.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s).To(Equal(c.want))
+		})
+	}
+}

@@ -24,6 +24,8 @@ var commands = map[string]command{
 	"copy-self":  {"pull-Job helper: copy this binary into a shared volume", runCopySelf},
 	"exit":       {"pull-Job helper: exit 0 at once (runs inside the image being pulled)", runExit},
 	"cri-rmi":    {"delete-Job helper: remove an image through the node's CRI socket", runCRIRemove},
+	"pin":        {"pin-Job helper: pin images on the node for a cache (containerd >= 1.7)", runPin},
+	"unpin":      {"pin-Job helper: drop a cache's pins of images on the node", runUnpin},
 	"version":    {"print the version", runVersion},
 	"check":      {"helm test: the controller pods answer their health checks and the webhook refuses an invalid ImageCache", runCheck},
 }

@@ -261,7 +261,7 @@ func makeVersion(t *testing.T) string {
 }
 
 // The subcommands that manifests and Jobs start the image with.
-var subcommands = []string{"operator", "controller", "copy-self", "cri-rmi", "exit", "version"}
+var subcommands = []string{"operator", "controller", "copy-self", "cri-rmi", "pin", "unpin", "exit", "version"}
 
 func TestDockerfile(t *testing.T) {
 	requireGo(t)

@@ -43,14 +43,14 @@ func Check(o Options) error {
 	if dir, err := repo.BinDir(o.BinDir); err != nil {
 		missing = append(missing, "kubelet: "+err.Error())
 	} else {
-		for _, b := range []string{"kubelet", "kube-proxy"} {
+		for _, b := range []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2"} {
 			if !executable(filepath.Join(dir, b)) {
-				missing = append(missing, fmt.Sprintf("%s in %s (make bin/%s)", b, dir, b))
+				missing = append(missing, fmt.Sprintf("%s in %s (make realnode-tools)", b, dir))
 			}
 		}
 	}
-	if bins := notOnPath("containerd", "containerd-shim-runc-v2", "runc"); len(bins) > 0 {
-		missing = append(missing, strings.Join(bins, ", ")+" (Debian package containerd; make realnode-deps)")
+	if bins := notOnPath("runc"); len(bins) > 0 {
+		missing = append(missing, strings.Join(bins, ", ")+" (Debian package runc; make realnode-deps)")
 	}
 	if cniBinDir() == "" {
 		missing = append(missing, fmt.Sprintf("CNI plugins %s in %s (Debian package containernetworking-plugins; make realnode-deps)",

@@ -1,5 +1,5 @@
-// Package realnode adds a real node to a running sandbox: a kubelet on Debian's containerd,
-// with a bridge CNI network and an OCI registry served from the test process, all on
+// Package realnode adds a real node to a running sandbox: a kubelet on containerd 1.7 (built
+// by make realnode-tools; runc is Debian's), with a bridge CNI network and an OCI registry served from the test process, all on
 // 127.0.0.1. kwok's fake nodes prove the controller's flow at scale but pull nothing; on
 // this node the pull Job's containers really run, a missing image really fails with the
 // runtime's own message, and the delete Job really removes images through CRI.
@@ -50,7 +50,8 @@ type Options struct {
 	// $KUBEFLEDGED_REALNODE_DIR, else a fresh temporary dir that Stop removes; a given Dir
 	// keeps its logs/ after Stop, for reading after a failed test.
 	Dir string
-	// BinDir holds kubelet. Empty: $KUBEFLEDGED_BIN_DIR, else <repo root>/bin.
+	// BinDir holds kubelet, kube-proxy, containerd and containerd-shim-runc-v2. Empty:
+	// $KUBEFLEDGED_BIN_DIR, else <repo root>/bin.
 	BinDir string
 	// NodeName defaults to the host name when it is a valid node name, else "realnode".
 	NodeName string
@@ -100,12 +101,17 @@ type Node struct {
 	reg        *registryServer
 	cri        *criClient
 	containerd *sandbox.Child
-	kubelet    *sandbox.Child
 	proxy      *sandbox.Child
-	fwd        *forwarder
-	mirrors    []string
-	client     kubernetes.Interface
-	readyIn    time.Duration
+	// kubeletMu guards the kubelet, which RestartKubelet replaces, and what it restarts with.
+	kubeletMu   sync.Mutex
+	kubelet     *sandbox.Child
+	kubeletBin  string
+	kubeletArgs []string
+	kubeletBase string
+	fwd         *forwarder
+	mirrors     []string
+	client      kubernetes.Interface
+	readyIn     time.Duration
 
 	stopOnce sync.Once
 	stopErr  error
@@ -233,7 +239,7 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, o Options) (_ *Node, err er
 	if err := publishAPIEndpoint(ctx, n.client, n.fwd.addr()); err != nil {
 		return nil, err
 	}
-	if err := n.startContainerd(ctx, subnet); err != nil {
+	if err := n.startContainerd(ctx, binDir, subnet); err != nil {
 		return nil, err
 	}
 	if err := <-pauseDone; err != nil {
@@ -326,7 +332,7 @@ func refuseShared(bridge string, subnet *net.IPNet) error {
 
 func (n *Node) configPath(name string) string { return filepath.Join(n.dir, "config", name) }
 
-func (n *Node) startContainerd(ctx context.Context, subnet *net.IPNet) error {
+func (n *Node) startContainerd(ctx context.Context, binDir string, subnet *net.IPNet) error {
 	d := func(p string) string { return filepath.Join(n.dir, p) }
 	hostsDir := filepath.Join(d("config/certs.d"), n.reg.host)
 	if err := os.MkdirAll(hostsDir, 0o755); err != nil {
@@ -417,8 +423,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 	if err := os.WriteFile(n.configPath("containerd.toml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
+	// containerd starts its runc shim by name from its PATH: binDir first, so that it is the
+	// shim of its own version and not one a Debian package left in /usr/bin. runc is found
+	// on the rest of PATH.
+	env := []string{"PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")}
 	var err error
-	if n.containerd, err = sandbox.StartChild(n.logDir, "containerd", "containerd", "--config", n.configPath("containerd.toml"), "--log-level", "warn"); err != nil {
+	if n.containerd, err = sandbox.StartChildEnv(n.logDir, "containerd", filepath.Join(binDir, "containerd"), env,
+		"--config", n.configPath("containerd.toml"), "--log-level", "warn"); err != nil {
 		return err
 	}
 	if n.cri, err = dialCRI(n.socket); err != nil {
@@ -444,7 +455,7 @@ func (n *Node) waitFor(ctx context.Context, what string, cond func() (bool, erro
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		for _, p := range []*sandbox.Child{n.containerd, n.kubelet, n.proxy} {
+		for _, p := range []*sandbox.Child{n.containerd, n.kubeletChild(), n.proxy} {
 			if p.Exited() {
 				return fmt.Errorf("realnode: waiting for %s: %w", what, p.Failure())
 			}
@@ -589,32 +600,73 @@ authentication:
 authorization:
   mode: Webhook
 # Test machines run with full disks more often than production nodes do; eviction or image
-# GC on a real node would remove images a test has just checked were pulled.
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 2%%
-  imagefs.available: 2%%
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
+# GC on a real node would remove images a test has just checked were pulled: both are off
+# (ImageGC.config) unless a test turns image GC on for itself (RestartKubelet).
 serializeImagePulls: false
 # Nothing serves it (pods here need no DNS), but without one every pod gets a warning event,
 # and those events end up in the failures the controller reports.
 clusterDNS: [%q]
 clusterDomain: cluster.local
 `, ports[0], n.socket, d("pod-logs"), d("volume-plugins"), caFile, clusterDNS)
-	if err := os.WriteFile(n.configPath("kubelet.yaml"), []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	if n.kubelet, err = sandbox.StartChild(n.logDir, "kubelet", filepath.Join(binDir, "kubelet"),
-		"--config="+n.configPath("kubelet.yaml"),
-		"--kubeconfig="+kubeconfig,
-		"--root-dir="+d("kubelet"),
-		"--cert-dir="+d("kubelet/pki"),
-		"--hostname-override="+n.name,
+	n.kubeletMu.Lock()
+	n.kubeletBase, n.kubeletBin = cfg, filepath.Join(binDir, "kubelet")
+	n.kubeletArgs = []string{
+		"--config=" + n.configPath("kubelet.yaml"),
+		"--kubeconfig=" + kubeconfig,
+		"--root-dir=" + d("kubelet"),
+		"--cert-dir=" + d("kubelet/pki"),
+		"--hostname-override=" + n.name,
 		"--v=1",
-	); err != nil {
+	}
+	err = n.runKubelet(ImageGC{})
+	n.kubeletMu.Unlock()
+	if err != nil {
 		return err
 	}
+	return n.waitKubelet(ctx, time.Time{})
+}
+
+// ImageGC is the kubelet's image garbage collection. The zero value is off, the node's
+// default: images a test has just seen pulled stay.
+type ImageGC struct {
+	// On makes the image filesystem under pressure at once (an imagefs.available eviction
+	// threshold of 99%): the eviction manager, which checks every 10 s, then has the image GC
+	// delete every unused image that is not pinned. The GC's own pass is no use to a test: the
+	// first, as the kubelet starts, fails on stats not gathered yet ("invalid capacity 0 on
+	// image filesystem"), and the next comes 5 minutes later. While On, the node reports
+	// DiskPressure and its kubelet admits no pod.
+	On bool
+	// MinimumAge is imageMinimumGCAge: how long an image must have been seen (by this
+	// kubelet: a restart sees every image anew) before it may go; 0 is the kubelet's
+	// default, 2 minutes.
+	MinimumAge time.Duration
+}
+
+func (g ImageGC) config() string {
+	imagefs := "2%"
+	gc := "# 100 with no imageMaximumGCAge: the kubelet does not even start its image GC.\n" +
+		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n"
+	if g.On {
+		imagefs = "99%"
+		gc = fmt.Sprintf("imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\nimageMinimumGCAge: %s\n", g.MinimumAge)
+	}
+	return fmt.Sprintf("evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 2%%\n  imagefs.available: %q\n%s", imagefs, gc)
+}
+
+// runKubelet writes the kubelet's config with gc and starts it; kubeletMu is held.
+func (n *Node) runKubelet(gc ImageGC) error {
+	if err := os.WriteFile(n.configPath("kubelet.yaml"), []byte(n.kubeletBase+gc.config()), 0o644); err != nil {
+		return err
+	}
+	var err error
+	n.kubelet, err = sandbox.StartChild(n.logDir, "kubelet", n.kubeletBin, n.kubeletArgs...)
+	return err
+}
+
+// waitKubelet returns once the node is Ready and, when since is set, the kubelet has renewed
+// the node's Lease after since: the Node stays Ready across a restart, so only the Lease
+// tells that the new kubelet is up.
+func (n *Node) waitKubelet(ctx context.Context, since time.Time) error {
 	var last error
 	return n.waitFor(ctx, "node "+n.name+" Ready", func() (bool, error) {
 		node, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
@@ -622,8 +674,43 @@ clusterDomain: cluster.local
 			last = err
 			return false, nil
 		}
-		return nodeReady(node), nil
+		if !nodeReady(node) {
+			return false, nil
+		}
+		if since.IsZero() {
+			return true, nil
+		}
+		lease, err := n.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since), nil
 	}, func() error { return last })
+}
+
+// RestartKubelet stops the kubelet and starts it again with image GC set to gc (ImageGC{}
+// turns it off again), and returns once the new kubelet is up. Pods keep running through
+// it: containerd holds them. The kubelet runs its image GC once as it starts, then every
+// 5 minutes.
+func (n *Node) RestartKubelet(ctx context.Context, gc ImageGC) error {
+	n.kubeletMu.Lock()
+	n.kubelet.Stop(stopGrace)
+	// The Lease's renew time has microseconds and comes from this host's clock.
+	since := time.Now().Truncate(time.Microsecond)
+	err := n.runKubelet(gc)
+	n.kubeletMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return n.waitKubelet(ctx, since)
+}
+
+// kubeletChild is the kubelet running now.
+func (n *Node) kubeletChild() *sandbox.Child {
+	n.kubeletMu.Lock()
+	defer n.kubeletMu.Unlock()
+	return n.kubelet
 }
 
 // nodeReady also waits for the node lifecycle controller to lift the not-ready taint, so
@@ -680,7 +767,7 @@ func (n *Node) Stop() error {
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); n.proxy.Stop(stopGrace) }()
-		n.kubelet.Stop(stopGrace)
+		n.kubeletChild().Stop(stopGrace)
 		wg.Wait()
 		if n.fwd != nil {
 			unpublishAPIEndpoint(n.client)
