@@ -12,9 +12,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -44,13 +46,7 @@ var gcOn = realnode.ImageGC{On: true, MinimumAge: time.Second}
 func TestPinSurvivesImageGC(t *testing.T) {
 	framework.NeedRealNode(t)
 	g := NewWithT(t)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), framework.ClusterTimeout)
-		defer cancel()
-		if err := node.RestartKubelet(cctx, realnode.ImageGC{}); err != nil {
-			t.Errorf("turning image GC off again: %v", err)
-		}
-	})
+	gcOffAtEnd(t)
 	ns := framework.Namespace(t, k8s, "pin-")
 	kept, gone := gcImage(t, g, "pin-kept:v1"), gcImage(t, g, "pin-gone:v1")
 	pause := node.Registry() + "/" + realnode.PauseRepo
@@ -81,6 +77,69 @@ func TestPinSurvivesImageGC(t *testing.T) {
 
 	runImageGC(t, g, kept)
 	g.Expect(criPinned(g, pause)).To(BeTrue(), "the sandbox image stays pinned through GC")
+}
+
+// TestPinnedCacheSurvivesImageGC: issue 31 end to end, through the controller on the real
+// node. A cache that pins keeps its image through the kubelet's image GC, which deletes the
+// image of a cache that does not pin; deleting a cache that pins releases its pin (its
+// finalizer's unpin Job) and leaves the image for the kubelet; a purge unpins and removes.
+func TestPinnedCacheSurvivesImageGC(t *testing.T) {
+	framework.NeedRealNode(t)
+	g := NewWithT(t)
+	gcOffAtEnd(t)
+	runController(t, jobs.RetainNone, jobs.PerNode)
+	ns := framework.Namespace(t, k8s, "pinned-")
+	kept, gone, released := gcImage(t, g, "ctl-kept:v1"), gcImage(t, g, "ctl-gone:v1"), gcImage(t, g, "ctl-released:v1")
+	caches := map[string]*v1alpha2.ImageCache{
+		"pinned":   framework.CacheOnNode(ns, "pinned", node.Name(), kept),
+		"plain":    framework.CacheOnNode(ns, "plain", node.Name(), gone),
+		"released": framework.CacheOnNode(ns, "released", node.Name(), released),
+	}
+	caches["pinned"].Spec.Pin, caches["released"].Spec.Pin = ptr.To(true), ptr.To(true)
+	t0 := framework.Tick()
+	for _, c := range caches {
+		g.Expect(k8s.Create(context.Background(), c)).To(Succeed())
+	}
+	for name, c := range caches {
+		c = framework.Final(g, k8s, client.ObjectKeyFromObject(c), v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "%s: failures: %v", name, c.Status.Failures)
+		caches[name] = c
+	}
+	p := caches["pinned"].Status
+	g.Expect(p.Counts.Pinned).To(BeEquivalentTo(1))
+	g.Expect(p.Pins.Images).To(Equal([]v1alpha2.PinnedImage{{Image: kept, Nodes: 1}}))
+	g.Expect(criPinned(g, kept)).To(BeTrue(), "the controller's pin Job pinned it")
+	g.Expect(criPinned(g, released)).To(BeTrue())
+	g.Expect(criPinned(g, gone)).To(BeFalse(), "a cache that does not pin pins nothing")
+	g.Expect(caches["plain"].Status.Pins).To(BeNil())
+
+	g.Expect(k8s.Delete(context.Background(), caches["released"])).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(caches["released"]), &v1alpha2.ImageCache{}))
+	}, opTimeout, 200*time.Millisecond).Should(BeTrue(), "the unpin finalizer lets the cache go")
+	g.Expect(criPinned(g, released)).To(BeFalse(), "deleting the cache released its pin before it went")
+	g.Expect(labelsOf(g, released)).NotTo(HaveKey(pin.OwnerLabelPrefix + string(caches["released"].UID)))
+
+	runImageGC(t, g, gone)
+	g.Expect(criPinned(g, kept)).To(BeTrue(), "the kubelet's image GC kept the pinned cache's image")
+
+	t1 := framework.Annotate(g, k8s, client.ObjectKeyFromObject(caches["pinned"]), v1alpha2.PurgeAnnotation)
+	c := framework.Final(g, k8s, client.ObjectKeyFromObject(caches["pinned"]), v1alpha2.ImageCacheReasonImageCachePurge, t1, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "failures: %v", c.Status.Failures)
+	g.Expect(inRuntime(g, kept)).To(BeFalse(), "the purge unpinned and removed the image")
+	g.Expect(c.Status.Pins).To(BeNil(), "a purged cache holds nothing pinned")
+}
+
+// gcOffAtEnd turns the kubelet's image GC off again when the test ends, however it ends:
+// the other tests' images must stay.
+func gcOffAtEnd(t *testing.T) {
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), framework.ClusterTimeout)
+		defer cancel()
+		if err := node.RestartKubelet(cctx, realnode.ImageGC{}); err != nil {
+			t.Errorf("turning image GC off again: %v", err)
+		}
+	})
 }
 
 // gcImage pushes an image of its own content for this test and pulls it onto the node.
