@@ -115,7 +115,12 @@ deploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Install the CRDs and the operator (conf
 	$(KUBECTL) -n kube-fledged-system rollout status deployment/kube-fledged-operator --timeout=$(DEPLOY_TIMEOUT)
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Remove what deploy installed, KubeFledged releases first.
+undeploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Remove what deploy installed, ImageCaches and KubeFledged releases first.
+	@# A cache that pins holds the finalizer kubefledged.io/unpin until the
+	@# controller has unpinned its images: delete the caches while it runs,
+	@# or they (and their CRD) never go.
+	if $(KUBECTL) get crd imagecaches.kubefledged.io >/dev/null 2>&1; then \
+		$(KUBECTL) delete imagecaches.kubefledged.io --all --all-namespaces --wait --timeout=$(DEPLOY_TIMEOUT); fi
 	@# The operator holds a finalizer on each KubeFledged and removes it once
 	@# the release is uninstalled: delete them while it still runs, or they
 	@# (and their CRD, and the namespace) never go.
