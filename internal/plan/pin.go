@@ -25,9 +25,8 @@ type PinInput struct {
 }
 
 // PinWork is, per node, the images to pin there and the node as a Job
-// needs it; Unsupported are the nodes whose runtime cannot pin
-// (jobs.CanPin),
-// with it.
+// needs it; Unsupported maps each node whose runtime cannot pin
+// (jobs.CanPin) to that runtime, for the status to name.
 type PinWork struct {
 	Images      map[string][]string
 	Nodes       map[string]jobs.Node
