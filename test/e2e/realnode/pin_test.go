@@ -2,6 +2,7 @@ package realnode_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +103,7 @@ func TestPinnedCacheSurvivesImageGC(t *testing.T) {
 	}
 	for name, c := range caches {
 		c = framework.Final(g, k8s, client.ObjectKeyFromObject(c), v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
-		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "%s: failures: %v", name, c.Status.Failures)
+		g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded), "%s: status: %s", name, statusJSON(c))
 		caches[name] = c
 	}
 	p := caches["pinned"].Status
@@ -241,4 +242,10 @@ func labelsOf(g Gomega, ref string) map[string]string {
 	got, err := imagesapi.NewImagesClient(conn).Get(ctx, &imagesapi.GetImageRequest{Name: img.GetRepoTags()[0]})
 	g.Expect(err).NotTo(HaveOccurred())
 	return got.GetImage().GetLabels()
+}
+
+// statusJSON is a cache's whole status, for a failure to show why it ended as it did.
+func statusJSON(c *v1alpha2.ImageCache) string {
+	b, _ := json.MarshalIndent(c.Status, "", "  ")
+	return string(b)
 }

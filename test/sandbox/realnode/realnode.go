@@ -623,7 +623,7 @@ clusterDomain: cluster.local
 	if err != nil {
 		return err
 	}
-	return n.waitKubelet(ctx, time.Time{})
+	return n.waitKubelet(ctx, time.Time{}, metav1.Time{})
 }
 
 // ImageGC is the kubelet's image garbage collection. The zero value is off, the node's
@@ -663,10 +663,14 @@ func (n *Node) runKubelet(gc ImageGC) error {
 	return err
 }
 
-// waitKubelet returns once the node is Ready and, when since is set, the kubelet has renewed
-// the node's Lease after since: the Node stays Ready across a restart, so only the Lease
-// tells that the new kubelet is up.
-func (n *Node) waitKubelet(ctx context.Context, since time.Time) error {
+// waitKubelet returns once the node is Ready and, when since is set, the kubelet started
+// after since has renewed the node's Lease and posted the node's Ready condition itself. The
+// Node stays Ready across a restart, so only the Lease tells that the new kubelet is up; and a
+// new kubelet may first post Ready=False (its runtime check not done yet) after the Lease:
+// a caller that read the old Ready=True would then see its pods' node go NotReady under them.
+// prior is the Ready heartbeat the old kubelet posted last; the new one's first post, made
+// seconds after the old one stopped, comes later.
+func (n *Node) waitKubelet(ctx context.Context, since time.Time, prior metav1.Time) error {
 	var last error
 	return n.waitFor(ctx, "node "+n.name+" Ready", func() (bool, error) {
 		node, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
@@ -680,6 +684,9 @@ func (n *Node) waitKubelet(ctx context.Context, since time.Time) error {
 		if since.IsZero() {
 			return true, nil
 		}
+		if hb := readyHeartbeat(node); !hb.After(prior.Time) {
+			return false, nil
+		}
 		lease, err := n.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			last = err
@@ -689,21 +696,36 @@ func (n *Node) waitKubelet(ctx context.Context, since time.Time) error {
 	}, func() error { return last })
 }
 
+// readyHeartbeat is when a kubelet last posted the node's Ready condition.
+func readyHeartbeat(node *corev1.Node) metav1.Time {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime
+		}
+	}
+	return metav1.Time{}
+}
+
 // RestartKubelet stops the kubelet and starts it again with image GC set to gc (ImageGC{}
-// turns it off again), and returns once the new kubelet is up. Pods keep running through
-// it: containerd holds them. The kubelet runs its image GC once as it starts, then every
-// 5 minutes.
+// turns it off again), and returns once the new kubelet is up and has posted the node Ready.
+// Pods keep running through it: containerd holds them. The kubelet runs its image GC once as
+// it starts, then every 5 minutes.
 func (n *Node) RestartKubelet(ctx context.Context, gc ImageGC) error {
+	node, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s before restarting its kubelet: %w", n.name, err)
+	}
+	prior := readyHeartbeat(node)
 	n.kubeletMu.Lock()
 	n.kubelet.Stop(stopGrace)
 	// The Lease's renew time has microseconds and comes from this host's clock.
 	since := time.Now().Truncate(time.Microsecond)
-	err := n.runKubelet(gc)
+	err = n.runKubelet(gc)
 	n.kubeletMu.Unlock()
 	if err != nil {
 		return err
 	}
-	return n.waitKubelet(ctx, since)
+	return n.waitKubelet(ctx, since, prior)
 }
 
 // kubeletChild is the kubelet running now.
