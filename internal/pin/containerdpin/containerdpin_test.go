@@ -49,14 +49,40 @@ var (
 	pauseAsWas = map[string]string{managed: "managed", pin.RuntimeLabel: pin.RuntimeValue}
 )
 
+// labelCase is one pin or unpin on a fake node: what the node holds first (change on
+// node()), the report expected, and the labels of the records after it.
+type labelCase struct {
+	name    string
+	change  func(*containerdtest.Runtime)
+	images  []string
+	want    pin.Report
+	records map[string]map[string]string
+	// noWrites: nothing on the node needed a change, so nothing was written.
+	noWrites bool
+}
+
+func runLabelCases(t *testing.T, do func(context.Context, string, string, []string) pin.Report, tests []labelCase) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := node()
+			if tc.change != nil {
+				tc.change(r)
+			}
+			got := do(context.Background(), containerdtest.Serve(t, r, true), owner, tc.images)
+			g.Expect(got).To(Equal(tc.want))
+			for name, want := range tc.records {
+				g.Expect(r.Records).To(HaveKeyWithValue(name, want), name)
+			}
+			if tc.noWrites {
+				g.Expect(r.Updates).To(BeZero())
+			}
+		})
+	}
+}
+
 func TestPin(t *testing.T) {
-	tests := []struct {
-		name    string
-		change  func(*containerdtest.Runtime)
-		images  []string
-		want    pin.Report
-		records map[string]map[string]string
-	}{{
+	tests := []labelCase{{
 		name: "every record of the image is pinned; the CRI plugin's own label stays", images: []string{nginx},
 		records: map[string]map[string]string{tag: ours, digest: ours, id: ours},
 	}, {
@@ -102,20 +128,7 @@ func TestPin(t *testing.T) {
 		records: map[string]map[string]string{tag: ours, id: {managed: "managed", pin.RuntimeLabel: pin.RuntimeValue,
 			pin.SetByUsLabel: pin.SetByUsValue, pin.OwnerLabel(owner): pin.OwnerValue, pin.OwnerLabel(other): pin.OwnerValue}},
 	}}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			r := node()
-			if tc.change != nil {
-				tc.change(r)
-			}
-			got := Pin(context.Background(), containerdtest.Serve(t, r, true), owner, tc.images)
-			g.Expect(got).To(Equal(tc.want))
-			for name, want := range tc.records {
-				g.Expect(r.Records).To(HaveKeyWithValue(name, want), name)
-			}
-		})
-	}
+	runLabelCases(t, Pin, tests)
 }
 
 func TestUnpin(t *testing.T) {
@@ -129,13 +142,7 @@ func TestUnpin(t *testing.T) {
 			r.Records[n] = maps.Clone(ours)
 		}
 	}
-	tests := []struct {
-		name    string
-		change  func(*containerdtest.Runtime)
-		images  []string
-		want    pin.Report
-		records map[string]map[string]string
-	}{{
+	tests := []labelCase{{
 		name: "the last owner of our pin: every record is unpinned", images: []string{nginx}, change: pinnedByUs,
 		records: map[string]map[string]string{tag: untouched, digest: untouched, id: untouched},
 	}, {
@@ -170,26 +177,10 @@ func TestUnpin(t *testing.T) {
 		change:  func(r *containerdtest.Runtime) { pinnedByUs(r); r.Version = "1.6.20~ds1" },
 		records: map[string]map[string]string{tag: untouched, digest: untouched, id: untouched},
 	}, {
-		name: "an image we never pinned: nothing written", images: []string{nginx},
+		name: "an image we never pinned: nothing written", images: []string{nginx}, noWrites: true,
 		records: map[string]map[string]string{tag: untouched, digest: untouched, id: untouched},
 	}}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			r := node()
-			if tc.change != nil {
-				tc.change(r)
-			}
-			got := Unpin(context.Background(), containerdtest.Serve(t, r, true), owner, tc.images)
-			g.Expect(got).To(Equal(tc.want))
-			for name, want := range tc.records {
-				g.Expect(r.Records).To(HaveKeyWithValue(name, want), name)
-			}
-			if tc.name == "an image we never pinned: nothing written" {
-				g.Expect(r.Updates).To(BeZero())
-			}
-		})
-	}
+	runLabelCases(t, Unpin, tests)
 }
 
 func TestNoContainerdAPI(t *testing.T) {
