@@ -177,11 +177,11 @@ func (h *harness) unpinJobs(cache string) []batchv1.Job {
 // pinned runs a pinning cache's create to its end, every Job succeeding.
 func (h *harness) pinned(name string) {
 	h.t.Helper()
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 20 && (h.running(name) || h.status(name).Pins == nil); i++ {
 		h.settleDown(name)
 		h.completeAll(name)
+		h.settleDown(name)
 	}
-	h.settleDown(name)
 	if h.running(name) || h.status(name).Pins == nil {
 		h.t.Fatalf("%s did not end pinned", name)
 	}
@@ -229,6 +229,76 @@ func TestDeletingUnpins(t *testing.T) {
 			g.Expect(apierrors.IsNotFound(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{}))).To(BeTrue())
 			g.Expect(h.events()).To(ContainElement(HavePrefix(tt.wantEvent)))
 			g.Expect(h.unpinJobs("c")).To(BeEmpty())
+		})
+	}
+}
+
+// Deleting a cache that pins on many nodes runs its unpin Jobs at most
+// --max-concurrent-jobs at once, and a create the API server refuses or
+// keeps failing ends the unpinning (at that Job's deadline) instead of
+// holding the cache for ever.
+func TestDeletingUnpinsPaced(t *testing.T) {
+	isUnpin := func(obj client.Object) bool { return obj.GetLabels()[jobs.LabelKind] == string(jobs.Unpin) }
+	refused := func(obj client.Object) error {
+		if isUnpin(obj) {
+			return quotaExceeded(obj)
+		}
+		return nil
+	}
+	timesOut := func(obj client.Object) error {
+		if isUnpin(obj) {
+			return serverTimeout(obj)
+		}
+		return nil
+	}
+	tests := []struct {
+		name      string
+		fault     *fault
+		wantEvent string
+	}{
+		{name: "the cap binds",
+			wantEvent: "Normal Unpinned the ImageCache is being deleted: its images are unpinned on every node (3 unpin Jobs)"},
+		{name: "a create fails once", fault: &fault{verb: "create", resource: "jobs", n: 1, err: timesOut},
+			wantEvent: "Normal Unpinned the ImageCache is being deleted: its images are unpinned on every node (3 unpin Jobs)"},
+		{name: "creates refused", fault: &fault{verb: "create", resource: "jobs", err: refused},
+			wantEvent: "Warning UnpinIncomplete the ImageCache is being deleted: of 3 unpin Jobs, 0 did not finish before the deadline and 3 images failed to unpin"},
+		{name: "creates keep failing", fault: &fault{verb: "create", resource: "jobs", err: timesOut},
+			wantEvent: "Warning UnpinIncomplete the ImageCache is being deleted: of 3 unpin Jobs, 3 did not finish before the deadline and 0 images failed to unpin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := newHarness(t, Config{MaxJobs: 1, Jobs: jobs.Options{DeleteNamespace: controllerNS}},
+				node("a"), node("b"), node("x"), pinning(ptr.To(true), "nginx:1.25"))
+			h.pinned("c")
+			c := h.cache("c")
+			g.Expect(h.api.Delete(h.ctx, c)).To(Succeed())
+			if tt.fault != nil {
+				h.inject(*tt.fault)
+			}
+			h.events()
+			finished := map[string]bool{}
+			for i := 0; i < 40 && h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{}) == nil; i++ {
+				_, err := h.step("c")
+				g.Expect(err).NotTo(HaveOccurred())
+				var open []batchv1.Job
+				for _, j := range h.unpinJobs("c") {
+					if !finished[j.Name] {
+						open = append(open, j)
+					}
+				}
+				g.Expect(len(open)).To(BeNumerically("<=", 1), "unpin Jobs running at once")
+				for _, j := range open {
+					h.finishJob(&j, batchv1.JobComplete, "", "")
+					finished[j.Name] = true
+				}
+				h.advance(10 * time.Second)
+			}
+			g.Expect(apierrors.IsNotFound(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{}))).To(BeTrue(), "the finalizer let go")
+			if tt.fault == nil || tt.fault.n > 0 {
+				g.Expect(finished).To(HaveLen(3))
+			}
+			g.Expect(h.events()).To(ContainElement(HavePrefix(tt.wantEvent)))
 		})
 	}
 }

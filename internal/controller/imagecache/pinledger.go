@@ -17,9 +17,10 @@ import (
 type pinLedger struct {
 	mu     sync.Mutex
 	caches map[types.UID]*cachePins
-	// unpinning are the caches that stopped pinning, with when their
-	// unpin Jobs started: they run until the deadline from there.
-	unpinning map[types.UID]time.Time
+	// unpinJobs are when each unpin Job of a cache was created, or first
+	// seen by this process: a Job's deadline counts from there, so Jobs
+	// held back by the cap do not expire while they wait.
+	unpinJobs map[types.UID]map[string]time.Time
 	// unpinned are the caches whose unpinning is over, until they pin
 	// again: the writes that follow it (status, finalizer) may be retried
 	// without running its Jobs again.
@@ -38,17 +39,21 @@ type cachePins struct {
 type pinPair struct{ image, node string }
 
 func newPinLedger() *pinLedger {
-	return &pinLedger{caches: map[types.UID]*cachePins{}, unpinning: map[types.UID]time.Time{}, unpinned: map[types.UID]bool{}}
+	return &pinLedger{caches: map[types.UID]*cachePins{}, unpinJobs: map[types.UID]map[string]time.Time{}, unpinned: map[types.UID]bool{}}
 }
 
-// unpinSince is when the cache's unpinning started: now at the first ask.
-func (l *pinLedger) unpinSince(uid types.UID, now time.Time) time.Time {
+// unpinJobSince is when unpin Job job of the cache started: now at the
+// first ask.
+func (l *pinLedger) unpinJobSince(uid types.UID, job string, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.unpinning[uid]; ok {
+	if l.unpinJobs[uid] == nil {
+		l.unpinJobs[uid] = map[string]time.Time{}
+	}
+	if t, ok := l.unpinJobs[uid][job]; ok {
 		return t
 	}
-	l.unpinning[uid] = now
+	l.unpinJobs[uid][job] = now
 	return now
 }
 
@@ -162,7 +167,7 @@ func (l *pinLedger) forget(uid types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.caches, uid)
-	delete(l.unpinning, uid)
+	delete(l.unpinJobs, uid)
 }
 
 // setUnpinned records whether the cache's unpinning is over.
@@ -174,7 +179,7 @@ func (l *pinLedger) setUnpinned(uid types.UID, over bool) {
 		return
 	}
 	delete(l.unpinned, uid)
-	delete(l.unpinning, uid)
+	delete(l.unpinJobs, uid)
 }
 
 // isUnpinned says whether the cache's unpinning is over.
