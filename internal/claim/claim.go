@@ -73,6 +73,20 @@ type Timings struct{ Duration, Renew, Retry time.Duration }
 // leader election, which the claim is.
 var DefaultTimings = Timings{Duration: 15 * time.Second, Renew: 10 * time.Second, Retry: 2 * time.Second}
 
+// Validate says, in the flags' words, what client-go's leader election
+// would refuse only once the process had started: a lease no longer than
+// its renew deadline, or a renew deadline that leaves no room for a retry.
+func (t Timings) Validate() error {
+	if t.Duration <= t.Renew {
+		return fmt.Errorf("--leader-election-lease-duration (%s) must be longer than --leader-election-renew-deadline (%s)", t.Duration, t.Renew)
+	}
+	if float64(t.Renew) <= leaderelection.JitterFactor*float64(t.Retry) {
+		return fmt.Errorf("--leader-election-renew-deadline (%s) must be longer than %.1f × --leader-election-retry-period (%s)",
+			t.Renew, leaderelection.JitterFactor, t.Retry)
+	}
+	return nil
+}
+
 // Claim is a manager Runnable that needs leader election: only the leader of
 // an install contends. Held is closed once the install holds the claim;
 // losing it afterwards ends Start with an error, which stops the process as

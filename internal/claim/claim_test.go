@@ -41,6 +41,28 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestTimingsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		in  Timings
+		err string
+	}{
+		{in: DefaultTimings},
+		{in: fast},
+		{in: Timings{Duration: 2 * time.Minute, Renew: 90 * time.Second, Retry: 2 * time.Second}},
+		{in: Timings{Duration: 10 * time.Second, Renew: 10 * time.Second, Retry: time.Second}, err: "lease-duration (10s) must be longer than"},
+		{in: Timings{Duration: 15 * time.Second, Renew: 20 * time.Second, Retry: time.Second}, err: "lease-duration (15s) must be longer than"},
+		{in: Timings{Duration: 15 * time.Second, Renew: 2400 * time.Millisecond, Retry: 2 * time.Second}, err: "renew-deadline (2.4s) must be longer than 1.2 × --leader-election-retry-period (2s)"},
+	} {
+		err := tc.in.Validate()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%+v: %v", tc.in, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%+v: %v; want an error with %q", tc.in, err, tc.err)
+		}
+	}
+}
+
 // fast are timings for claims on a fake clientset, where nothing is slow;
 // a deadline of wait is what only a defect reaches.
 var fast = Timings{Duration: 2 * time.Second, Renew: time.Second, Retry: 50 * time.Millisecond}

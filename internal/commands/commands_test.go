@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/internal/claim"
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/operator"
 )
@@ -45,6 +46,11 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--install-claim=kubefledged"}, wantCode: 1,
 			wantErr: `invalid value "kubefledged" for flag --install-claim: "kubefledged": want NAMESPACE/NAME of a Lease`},
 		{args: []string{"controller", "--no-such-flag"}, wantCode: 1, wantErr: "flag provided but not defined: --no-such-flag"},
+		{args: []string{"controller", "--leader-election-renew-deadline=20s"}, wantCode: 1,
+			wantErr: "kubefledged controller: --leader-election-lease-duration (15s) must be longer than --leader-election-renew-deadline (20s)"},
+		{args: []string{"controller", "--leader-election-retry-period=9s"}, wantCode: 1,
+			wantErr: "--leader-election-renew-deadline (10s) must be longer than 1.2 × --leader-election-retry-period (9s)"},
+		{args: []string{"controller", "--leader-election-lease-duration=0s"}, wantCode: 1, wantErr: `"0s" is too short: use at least 1s`},
 		{args: []string{"controller", "--delete-job-namespace=Kube_Fledged"}, wantCode: 1,
 			wantErr: `kubefledged controller: --delete-job-namespace "Kube_Fledged": a lowercase RFC 1123 label`},
 		{args: []string{"controller", "--job-cpu-limit=a lot"}, wantCode: 1,
@@ -306,6 +312,18 @@ func TestControllerInstallClaim(t *testing.T) {
 			g.Expect(o.InstallClaim.String()).To(Equal(want))
 		})
 	}
+}
+
+// The leader election's timings, which the claim shares, default to
+// client-go's and may be lengthened together.
+func TestControllerLeaderTimings(t *testing.T) {
+	g := NewWithT(t)
+	o, warnings := parsedControllerOptions(t, g, nil, nil)
+	g.Expect(warnings).To(BeEmpty())
+	g.Expect(o.LeaderTimings()).To(Equal(claim.DefaultTimings))
+	o, _ = parsedControllerOptions(t, g, []string{"--leader-election-lease-duration=2m", "--leader-election-renew-deadline=90s",
+		"--leader-election-retry-period=5s"}, nil)
+	g.Expect(o.LeaderTimings()).To(Equal(claim.Timings{Duration: 2 * time.Minute, Renew: 90 * time.Second, Retry: 5 * time.Second}))
 }
 
 // TestControllerOriginalEnv: the original's Deployment sets its CRI client

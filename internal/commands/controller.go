@@ -80,8 +80,14 @@ type ControllerOptions struct {
 	Granularity jobs.Granularity
 	// PinImages is --pin-images: whether a cache that leaves spec.pin
 	// unset pins.
-	PinImages        bool
-	InstallClaim     ClaimFlag
+	PinImages    bool
+	InstallClaim ClaimFlag
+	// LeaseDuration, RenewDeadline and RetryPeriod time both the leader
+	// election among replicas and the install claim: a leader that cannot
+	// renew within RenewDeadline stops, so on a control plane with a
+	// single API server it must outlast the server's restarts.
+	LeaseDuration, RenewDeadline, RetryPeriod cli.Duration
+
 	JobCPURequest    cli.Quantity
 	JobMemoryRequest cli.Quantity
 	JobCPULimit      cli.Quantity
@@ -155,6 +161,9 @@ func NewControllerOptions() *ControllerOptions {
 		MaxJobsPerNode:      cli.PositiveInt{Value: 2, Min: 1},
 		StartupTaintTimeout: cli.Duration{Value: 10 * time.Minute, Min: time.Second},
 		InstallClaim:        ClaimFlag{Value: defaultClaim()},
+		LeaseDuration:       cli.Duration{Value: claim.DefaultTimings.Duration, Min: time.Second},
+		RenewDeadline:       cli.Duration{Value: claim.DefaultTimings.Renew, Min: time.Second},
+		RetryPeriod:         cli.Duration{Value: claim.DefaultTimings.Retry, Min: 100 * time.Millisecond},
 		Warnings:            warnings,
 	}
 }
@@ -179,6 +188,11 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader, so that only one replica creates Jobs")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election Lease")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	fs.Var(&o.LeaseDuration, "leader-election-lease-duration", "how long a leader (of the replicas, and of the installs for --install-claim) "+
+		"that stopped renewing keeps the lead before another may take it")
+	fs.Var(&o.RenewDeadline, "leader-election-renew-deadline", "how long a leader keeps failing to renew before it stops; "+
+		"where the control plane has one API server, make it longer than the server's restarts, or the controller restarts with it")
+	fs.Var(&o.RetryPeriod, "leader-election-retry-period", "how often a leader renews, and a candidate tries to take the lead")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics, manageropts.MetricsSecureUsage)
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of /healthz and /readyz; 0 turns them off")
@@ -207,6 +221,12 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.JobCPULimit, "job-cpu-limit", "CPU limit"+every+"none); set it where a ResourceQuota or LimitRange demands limits.cpu")
 	fs.Var(&o.JobMemoryLimit, "job-memory-limit", "memory limit"+every+"64Mi)")
 	o.Webhook.BindFlags(fs)
+}
+
+// LeaderTimings are the leader election's and the claim's timings the
+// flags set.
+func (o *ControllerOptions) LeaderTimings() claim.Timings {
+	return claim.Timings{Duration: o.LeaseDuration.Value, Renew: o.RenewDeadline.Value, Retry: o.RetryPeriod.Value}
 }
 
 // JobResources are the Jobs' requests and limits the flags set.
@@ -353,6 +373,9 @@ func controllerOptions(args []string, stderr io.Writer) (*ControllerOptions, err
 	if err := o.JobResources().Validate(); err != nil {
 		return nil, err
 	}
+	if err := o.LeaderTimings().Validate(); err != nil {
+		return nil, err
+	}
 	if o.Webhook.Enable {
 		if err := o.Webhook.Validate(); err != nil {
 			return nil, err
@@ -395,6 +418,8 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 		}},
 	}
 	o.Manager.Apply(&mopts)
+	lt := o.LeaderTimings()
+	mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &lt.Duration, &lt.Renew, &lt.Retry
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -426,7 +451,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	}
 	clean := preflight.New(direct)
 	if place := o.InstallClaim.Value; place != nil {
-		c, err := installClaim(cfg, mgr, *place, o.LeaderElectionNamespace)
+		c, err := installClaim(cfg, mgr, *place, o.LeaderElectionNamespace, o.LeaderTimings())
 		if err != nil {
 			return err
 		}
@@ -505,7 +530,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 // installClaim adds the cluster-wide claim to mgr. Its identity names the
 // install by its namespace, which is what a user of the other install needs
 // to find it.
-func installClaim(cfg *rest.Config, mgr ctrl.Manager, place claim.Place, namespace string) (*claim.Claim, error) {
+func installClaim(cfg *rest.Config, mgr ctrl.Manager, place claim.Place, namespace string, timings claim.Timings) (*claim.Claim, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -517,6 +542,7 @@ func installClaim(cfg *rest.Config, mgr ctrl.Manager, place claim.Place, namespa
 	identity := fmt.Sprintf("%s/%s_%s", namespace, host, uuid.NewUUID())
 	c := claim.New(place, identity, cs, mgr.GetEventRecorderFor("kubefledged-controller"))
 	c.StandingBy = metrics.SetStandingBy
+	c.Timings = timings
 	return c, mgr.Add(c)
 }
 

@@ -63,6 +63,12 @@ var killPoints = []string{"startup", "jobs-created", "job-finished", "jobs-delet
 // cache must still end in the status its spec calls for, no Job may ever be
 // created twice for the same work of an operation, and no labelled Job may
 // outlive a finished operation (retention policy delete).
+// killFlags give every pull far longer than it takes: no image of this test
+// hangs, so a Job still running at the chaos suite's 6 s deadline is only a
+// loaded machine's slow Job controller, scheduler or kwok (a loaded
+// `make test` failed the busy cache that way), never what is under test.
+var killFlags = map[string]string{"image-pull-deadline-duration": "2m"}
+
 func TestControllerKilled(t *testing.T) {
 	e := Setup(t)
 	g := NewWithT(t)
@@ -121,7 +127,7 @@ func TestControllerKilled(t *testing.T) {
 		if idle(t, e, caches) {
 			keepBusy(t, e, spare)
 		}
-		p := e.StartController(t, fmt.Sprintf("controller-kill-%02d", k), nil)
+		p := e.StartController(t, fmt.Sprintf("controller-kill-%02d", k), killFlags)
 		events, unsubscribe := jobLog.Subscribe()
 		checked := make(chan error, 1)
 		preflightCtx, stopWaiting := context.WithCancel(ctx)
@@ -155,7 +161,7 @@ func TestControllerKilled(t *testing.T) {
 	}
 
 	// The last process is left alone: everything must now converge.
-	final := e.StartController(t, "controller-kill-final", nil)
+	final := e.StartController(t, "controller-kill-final", killFlags)
 	if err := checkCleanedUp(ctx, e, final, ns, dead); err != nil {
 		t.Errorf("after the last restart: %v", err)
 	} else {

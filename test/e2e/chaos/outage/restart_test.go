@@ -26,8 +26,15 @@ import (
 func TestControlPlaneRestarts(t *testing.T) {
 	e := chaos.Setup(t)
 	ctx := context.Background()
-	// Pulls must not run out of time while the apiserver is away.
-	p := e.StartController(t, "controller-outage", map[string]string{"image-pull-deadline-duration": "3m"})
+	// Pulls must not run out of time while the apiserver is away, and the
+	// lead must not either: with client-go's 10 s renew deadline the
+	// controller stops, as it should, whenever a restart takes longer,
+	// which a loaded machine's does (a loaded `make test` failed so). The
+	// longer timings are what a single-API-server cluster sets
+	// (--leader-election-renew-deadline); what is under test is riding
+	// out the outage within them.
+	p := e.StartController(t, "controller-outage", map[string]string{"image-pull-deadline-duration": "3m",
+		"leader-election-lease-duration": "2m", "leader-election-renew-deadline": "90s"})
 	if _, err := chaos.Preflight(ctx, p); err != nil {
 		t.Fatal(err)
 	}
