@@ -56,20 +56,20 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	if len(todo) == 0 {
 		return 0
 	}
-	failed := r.createAll(ctx, cache, op, jobsOf(op, todo))
+	failed := r.createAll(ctx, cache, op, todo)
 	// The deadlines and the retries count from after the creates, which
 	// may have taken a while.
 	now = r.Clock.Now()
 	t := r.recordCreates(key, op, todo, failed, now)
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
-	r.settleHeld(key, op, t.failedNames)
+	r.settleHeld(key, op, t.failed)
 	r.reportFailedCreates(ctx, cache, op, t)
 	return r.scheduleRetry(ctx, op, t, now)
 }
 
-// createAll creates the named Jobs, as many at once as the write
-// parallelism allows, and returns the error of each that failed.
-func (r *Reconciler) createAll(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, creates []string) map[string]error {
+// createAll creates the Jobs, as many at once as the write parallelism
+// allows, and returns the error of each that failed, by name.
+func (r *Reconciler) createAll(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, creates []*jobRecord) map[string]error {
 	owner := jobs.Owner{Cache: cache, Operation: op.id, PullUser: op.pullUser, Unpin: r.unpins(cache)}
 	errs := make([]error, len(creates))
 	_, _ = inParallel(len(creates), r.Config.WriteParallelism, func(k int) error {
@@ -86,24 +86,23 @@ func (r *Reconciler) createAll(ctx context.Context, cache *v1alpha2.ImageCache, 
 		return err
 	})
 	failed := make(map[string]error, len(creates))
-	for k, job := range creates {
+	for k, j := range creates {
 		if errs[k] == nil {
-			op.unseen[job] = true
-			metrics.JobsCreated.WithLabelValues(string(op.work[op.pairs(job)[0]].Kind)).Inc()
+			metrics.JobsCreated.WithLabelValues(string(op.table.pairs[j.pairs[0]].work.Kind)).Inc()
 		} else {
-			failed[job] = errs[k]
+			failed[j.name] = errs[k]
 		}
 	}
 	return failed
 }
 
-// buildJob builds Job job: a node Job of the pairs it was given when their
+// buildJob builds Job j: a node Job of the pairs it was given when their
 // slots were taken, or the Job of one pair.
-func (r *Reconciler) buildJob(owner jobs.Owner, op *operation, job string) (*batchv1.Job, error) {
-	if !op.nodeJob(job) {
-		return jobs.Build(owner, op.work[op.index[job]], r.Config.Jobs)
+func (r *Reconciler) buildJob(owner jobs.Owner, op *operation, j *jobRecord) (*batchv1.Job, error) {
+	if !j.nodeJob {
+		return jobs.Build(owner, op.table.pairs[j.pairs[0]].work, r.Config.Jobs)
 	}
-	return jobs.BuildNode(owner, op.workOf(op.pairs(job)), r.Config.Jobs)
+	return jobs.BuildNode(owner, op.workOf(j), r.Config.Jobs)
 }
 
 // createTally is what one round of creates came to, for its Events, logs
@@ -115,51 +114,62 @@ type createTally struct {
 	// firstRetry the first of their errors.
 	refused, gaveUp, retried int
 	firstRefusal, firstRetry error
-	// failedNames are the pairs settled as failed.
-	failedNames []string
+	// failed are the pairs settled as failed.
+	failed []int
+	// oldestRetry is when the oldest of the retried creates started
+	// failing: it is settled once the pull deadline from there passes.
+	oldestRetry time.Time
 }
 
-// recordCreates notes, per pair of todo, what the create of its Job came
-// to: created (its deadline starts now), to be retried (its slot stays
-// held, since the retry creates this very Job) or failed for good (settled,
-// its slot freed).
-func (r *Reconciler) recordCreates(key types.NamespacedName, op *operation, todo []int, failed map[string]error, now time.Time) createTally {
+// recordCreates notes, per Job of todo, what its create came to: created
+// (its pairs' deadline starts now), to be retried (its slots stay held,
+// since the retry creates this very Job) or failed for good (its pairs
+// settled, its slots freed).
+func (r *Reconciler) recordCreates(key types.NamespacedName, op *operation, todo []*jobRecord, failed map[string]error, now time.Time) createTally {
 	var t createTally
-	for _, i := range todo {
-		name := op.names[i]
-		err := failed[op.job(name)]
+	for _, j := range todo {
+		err := failed[j.name]
 		if err == nil {
-			delete(op.retrying, name)
-			op.createdAt[name] = now
+			op.table.created(j, now)
 			if op.nextDeadline.IsZero() {
 				op.nextDeadline = now.Add(r.Config.Deadline)
 			}
 			continue
 		}
-		o, final := r.createFailure(op, name, err, now)
+		o, final := r.createFailure(j, err, now)
 		if !final {
-			t.retried++
+			t.retried += len(j.pairs)
 			if t.firstRetry == nil {
 				t.firstRetry = err
 			}
+			if t.oldestRetry.IsZero() || j.retry.first.Before(t.oldestRetry) {
+				t.oldestRetry = j.retry.first
+			}
 			continue
 		}
-		if o.Expired {
-			t.gaveUp++
-		} else {
-			t.refused++
-		}
-		if t.firstRefusal == nil {
-			t.firstRefusal = err
-		}
-		delete(op.retrying, name)
-		op.settled[name] = o
-		t.failedNames = append(t.failedNames, name)
-		op.failedCreates++
-		observe(op.work[i].Kind, o, false)
-		r.releaseJob(key, op, op.job(name))
+		r.failCreate(key, op, j, o, &t, err)
 	}
 	return t
+}
+
+// failCreate settles the pairs of Job j, whose create failed for good, as
+// o says, and frees its slots.
+func (r *Reconciler) failCreate(key types.NamespacedName, op *operation, j *jobRecord, o results.Outcome, t *createTally, err error) {
+	if o.Expired {
+		t.gaveUp += len(j.pairs)
+	} else {
+		t.refused += len(j.pairs)
+	}
+	if t.firstRefusal == nil {
+		t.firstRefusal = err
+	}
+	j.retry = nil
+	for _, i := range j.pairs {
+		op.table.settle(i, o)
+		t.failed = append(t.failed, i)
+		observe(op.table.pairs[i].work.Kind, o, false)
+	}
+	r.releaseJob(key, op, j)
 }
 
 // reportFailedCreates tells the user, by Event, of the pairs that failed
@@ -190,125 +200,39 @@ func (r *Reconciler) scheduleRetry(ctx context.Context, op *operation, t createT
 	op.backoff = min(max(op.backoff*2, createBackoffMin), createBackoffMax)
 	wait := op.backoff
 	// Never past the deadline of the oldest failing create: it is settled then.
-	for _, rt := range op.retrying {
-		if d := rt.first.Add(r.Config.Deadline).Sub(now); d < wait {
-			wait = max(d, 0)
-		}
+	if d := t.oldestRetry.Add(r.Config.Deadline).Sub(now); d < wait {
+		wait = max(d, 0)
 	}
 	op.retryAt = now.Add(wait)
 	log.FromContext(ctx).Info("job creates failed; retrying", "id", op.id, "failed", t.retried, "in", wait.String(), "error", t.firstRetry.Error())
 	return max(wait, time.Millisecond)
 }
 
-// take takes the pacing slots of the operation's Jobs not created yet, as
-// far as the caps allow, and returns their pairs (in the order they took
-// them) and whether some had to wait. A Job whose create is retried keeps
-// the slots it took. Per (image, node), or for a delete, a pair's Job is
-// its own and takes one slot. Per node, a node's pulls that have no Job yet
-// are put in Jobs of at most jobs.MaxContainers, each sized and counted by
-// the limiter: with the kubelet pulling a pod's images one at a time, a Job
-// of all the node's images holds one slot.
-func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]int, bool) {
+// take lays out, as far as the pacing caps allow, the Jobs of the
+// operation's pairs that have none yet (jobs.Layout, the limiter granting
+// the slots), and returns the Jobs to create now and whether some pairs had
+// to wait. A Job whose create is retried keeps the slots it took.
+func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]*jobRecord, bool) {
 	key := client.ObjectKeyFromObject(cache)
-	var todo []int
-	waiting := false
-	fresh := map[string][]int{}
-	var nodes []string
-	for _, i := range op.order {
-		name := op.names[i]
-		if _, ok := op.createdAt[name]; ok {
-			continue
-		}
-		if _, ok := op.settled[name]; ok {
-			continue
-		}
-		if _, ok := op.holding[op.job(name)]; ok {
-			todo = append(todo, i)
-			continue
-		}
-		w := op.work[i]
-		if r.perNode() && w.Kind == jobs.Pull {
-			if _, ok := fresh[w.Node.Name]; !ok {
-				nodes = append(nodes, w.Node.Name)
-			}
-			fresh[w.Node.Name] = append(fresh[w.Node.Name], i)
-			continue
-		}
-		n, s := r.limiter.Take(key, w.Node.Name, 1, 1)
-		if n == 0 {
-			waiting = true
-			continue
-		}
-		op.holding[name] = slots{node: w.Node.Name, n: s}
-		todo = append(todo, i)
-	}
-	for _, node := range nodes {
-		taken, full := r.takeNodeJobs(cache, op, node, fresh[node])
-		todo = append(todo, taken...)
-		waiting = waiting || full
-	}
-	return todo, waiting
+	grant := func(node string, want, parallel int) (int, int) { return r.limiter.Take(key, node, want, parallel) }
+	planned, waiting := jobs.Layout(cache.Name, op.id, op.table.pending(), r.Config.Granularity, grant)
+	return op.table.toCreate(op.table.lay(planned)), waiting
 }
 
-// takeNodeJobs puts node's pulls ps, which have no Job yet, in node Jobs
-// as the caps allow, and returns the pairs that got one and whether some
-// had to wait. A Job's pairs are fixed here, once: a retried create must
-// make the very same Job.
-func (r *Reconciler) takeNodeJobs(cache *v1alpha2.ImageCache, op *operation, node string, ps []int) ([]int, bool) {
-	key := client.ObjectKeyFromObject(cache)
-	var todo []int
-	for len(ps) > 0 {
-		n, s := r.limiter.Take(key, node, min(len(ps), jobs.MaxContainers), op.work[ps[0]].Node.Parallel)
-		if n == 0 {
-			return todo, true
-		}
-		chunk := ps[:n:n]
-		ps = ps[n:]
-		job := jobs.NodeJobName(cache.Name, op.id, op.workOf(chunk))
-		op.pairsOf[job] = chunk
-		for _, i := range chunk {
-			op.jobOf[op.names[i]] = job
-		}
-		op.holding[job] = slots{node: node, n: s}
-		todo = append(todo, chunk...)
-	}
-	return todo, false
-}
-
-// jobsOf names the Jobs that do the pairs todo, each once.
-func jobsOf(op *operation, todo []int) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, i := range todo {
-		job := op.job(op.names[i])
-		if !seen[job] {
-			seen[job] = true
-			out = append(out, job)
-		}
-	}
-	return out
-}
-
-// releaseJob gives back the slots of job once none of its pairs is left
+// releaseJob gives back the slots of Job j once none of its pairs is left
 // to settle: a node Job pulls until its last container has finished.
-func (r *Reconciler) releaseJob(key types.NamespacedName, op *operation, job string) {
-	s, ok := op.holding[job]
-	if !ok {
+func (r *Reconciler) releaseJob(key types.NamespacedName, op *operation, j *jobRecord) {
+	if !j.held || !op.table.done(j) {
 		return
 	}
-	for _, i := range op.pairs(job) {
-		if _, done := op.settled[op.names[i]]; !done {
-			return
-		}
-	}
-	delete(op.holding, job)
-	r.limiter.Release(key, s.node, s.n)
+	j.held = false
+	r.limiter.Release(key, j.slots.node, j.slots.n)
 }
 
 // createFailure says what a failed create means for its pair: an outcome,
 // and whether it is final. A refusal is final at once; any other error once
 // creates have failed for as long as the pull deadline.
-func (r *Reconciler) createFailure(op *operation, name string, err error, now time.Time) (results.Outcome, bool) {
+func (r *Reconciler) createFailure(j *jobRecord, err error, now time.Time) (results.Outcome, bool) {
 	reason := string(apierrors.ReasonForError(err))
 	if errors.As(err, &buildError{}) {
 		return results.Outcome{State: results.Failed, Reason: "JobInvalid", Message: truncate(err.Error())}, true
@@ -317,13 +241,11 @@ func (r *Reconciler) createFailure(op *operation, name string, err error, now ti
 		return results.Outcome{State: results.Failed, Reason: nonEmpty(reason, "JobCreateRefused"),
 			Message: truncate("the API server refused the Job: " + err.Error())}, true
 	}
-	rt, ok := op.retrying[name]
-	if !ok {
-		rt.first = now
+	if j.retry == nil {
+		j.retry = &createRetry{first: now}
 	}
-	rt.last = err
-	op.retrying[name] = rt
-	if now.Sub(rt.first) < r.Config.Deadline {
+	j.retry.last = err
+	if now.Sub(j.retry.first) < r.Config.Deadline {
 		return results.Outcome{}, false
 	}
 	return results.Outcome{State: results.Failed, Expired: true, Reason: nonEmpty(reason, "JobCreateFailed"),

@@ -106,7 +106,7 @@ func (r *Reconciler) announceEnd(ctx context.Context, cache *v1alpha2.ImageCache
 	r.Recorder.Event(cache, evType, string(op.kind), end.detail)
 	metrics.OperationDuration.WithLabelValues(string(op.kind), string(end.status)).Observe(r.Clock.Since(op.start).Seconds())
 	log.FromContext(ctx).Info("operation finished", "id", op.id, "operation", op.kind, "status", end.status,
-		"jobs", len(op.work), "failedImages", len(op.final.summary.Failures), "took", r.Clock.Since(op.start).String())
+		"jobs", len(op.table.pairs), "failedImages", len(op.final.summary.Failures), "took", r.Clock.Since(op.start).String())
 }
 
 // ending is what an operation's end wrote: the status, and the detail its

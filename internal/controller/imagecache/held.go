@@ -59,17 +59,18 @@ func (r *Reconciler) holdNodes(key types.NamespacedName, op *operation, nodes []
 }
 
 // settleHeld updates the records of the held nodes among the settled Jobs.
-func (r *Reconciler) settleHeld(key types.NamespacedName, op *operation, names []string) {
+func (r *Reconciler) settleHeld(key types.NamespacedName, op *operation, settled []int) {
 	if len(op.held) == 0 {
 		return
 	}
 	var pairs []heldledger.Pair
-	for _, name := range names {
-		w := op.work[op.index[name]]
+	for _, i := range settled {
+		p := &op.table.pairs[i]
+		w := p.work
 		if w.Kind != jobs.Pull || !op.held[w.Node.Name] {
 			continue
 		}
-		pairs = append(pairs, heldledger.Pair{Node: w.Node.Name, Image: w.Image, Failed: op.settled[name].State != results.Succeeded})
+		pairs = append(pairs, heldledger.Pair{Node: w.Node.Name, Image: w.Image, Failed: p.outcome.State != results.Succeeded})
 	}
 	if len(pairs) > 0 {
 		r.Held.Settle(key, op.uid, pairs)

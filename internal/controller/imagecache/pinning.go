@@ -38,6 +38,10 @@ type pinJob struct {
 	node    jobs.Node
 	images  []string
 	created time.Time
+	// slots are the pacing slots it holds while held: from when they were
+	// taken until it is settled.
+	slots slots
+	held  bool
 }
 
 // pins says whether the cache pins its images: its spec.pin, or the
@@ -126,9 +130,9 @@ func (p *pinPhase) add(cache, opID string, kind jobs.Kind, images map[string][]s
 // pins went with them (cri-rmi --unpin-owner).
 func deletedPairs(op *operation) map[pinPair]bool {
 	out := map[pinPair]bool{}
-	for i, name := range op.names {
-		if w := op.work[i]; w.Kind == jobs.Delete && op.settled[name].State == results.Succeeded {
-			out[pinPair{w.Image, w.Node.Name}] = true
+	for i := range op.table.pairs {
+		if p := &op.table.pairs[i]; p.work.Kind == jobs.Delete && p.state == succeeded {
+			out[pinPair{p.work.Image, p.work.Node.Name}] = true
 		}
 	}
 	return out
@@ -176,7 +180,7 @@ func (r *Reconciler) createPins(ctx context.Context, cache *v1alpha2.ImageCache,
 			left = append(left, pj)
 			continue
 		} else {
-			op.holding[pj.name] = slots{node: pj.node.Name, n: s}
+			pj.slots, pj.held = slots{node: pj.node.Name, n: s}, true
 		}
 		job, err := jobs.BuildPin(owner, pj.kind, pj.node, pj.images, nil, r.Config.Jobs)
 		if err == nil {
@@ -236,9 +240,9 @@ func (r *Reconciler) settlePin(ctx context.Context, cache *v1alpha2.ImageCache, 
 	}
 	op.pins.failed += len(out.Failed)
 	delete(op.pins.running, pj.name)
-	if s, ok := op.holding[pj.name]; ok {
-		delete(op.holding, pj.name)
-		r.limiter.Release(client.ObjectKeyFromObject(cache), s.node, s.n)
+	if pj.held {
+		pj.held = false
+		r.limiter.Release(client.ObjectKeyFromObject(cache), pj.slots.node, pj.slots.n)
 	}
 	result := jobs.ResultSucceeded
 	if len(out.Failed) > 0 || out.Unsupported != "" {

@@ -307,9 +307,19 @@ func (r *Reconciler) forget(k types.NamespacedName) {
 // releaseAll gives back the slots an ending or forgotten operation still
 // holds; the gauge follows, or it would show Jobs in flight that are gone.
 func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
-	for job, s := range op.holding {
-		delete(op.holding, job)
-		r.limiter.Release(k, s.node, s.n)
+	for _, j := range op.table.jobs {
+		if j.held {
+			j.held = false
+			r.limiter.Release(k, j.slots.node, j.slots.n)
+		}
+	}
+	if op.pins != nil {
+		for _, pj := range op.pins.running {
+			if pj.held {
+				pj.held = false
+				r.limiter.Release(k, pj.slots.node, pj.slots.n)
+			}
+		}
 	}
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
 }

@@ -62,17 +62,17 @@ func (r *Reconciler) applyRetention(ctx context.Context, cache *v1alpha2.ImageCa
 	}
 	var names []string
 	outcome := map[string]results.Outcome{}
-	for _, name := range op.names {
-		o, settled := op.settled[name]
-		if _, created := op.createdAt[name]; !created || !settled {
+	for i := range op.table.pairs {
+		p := &op.table.pairs[i]
+		if !p.settled() || p.job == nil || p.job.created.IsZero() {
 			continue
 		}
-		job := op.job(name)
+		job := p.job.name
 		before, seen := outcome[job]
 		if !seen {
 			names = append(names, job)
 		}
-		outcome[job] = worse(before, o, seen)
+		outcome[job] = worse(before, p.outcome, seen)
 	}
 	_, first := inParallel(len(names), r.Config.WriteParallelism, func(i int) error {
 		return r.labelResult(ctx, r.jobNamespace(cache, op, names[i]), names[i], outcome[names[i]])

@@ -46,11 +46,13 @@ func (r *Reconciler) settle(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		s.scanAll()
 	} else {
 		for job := range changed {
-			s.settleJob(job)
+			if j := op.table.jobs[job]; j != nil {
+				s.settleJob(j)
+			}
 		}
 	}
 	s.release()
-	if len(op.settled) < len(op.names) {
+	if op.table.open() > 0 {
 		var next time.Duration
 		if !op.nextDeadline.IsZero() {
 			next = op.nextDeadline.Sub(s.now) + deadlineSlack
@@ -76,7 +78,8 @@ type settlement struct {
 	// lookups counts the pods' event reads, bounded by eventLookups.
 	lookups int
 	// gone are the settled Jobs to delete; settled the pairs settled now.
-	gone, settled []string
+	gone    []string
+	settled []int
 }
 
 // changed are the Jobs with events since the last settle and those created
@@ -86,10 +89,9 @@ func (s *settlement) changed() map[string]bool {
 	if look == nil {
 		look = map[string]bool{}
 	}
-	for name := range s.op.unseen {
+	for _, name := range s.op.table.takeUnseen() {
 		look[name] = true
 	}
-	clear(s.op.unseen)
 	return look
 }
 
@@ -98,41 +100,39 @@ func (s *settlement) changed() map[string]bool {
 func (s *settlement) scanAll() {
 	op := s.op
 	op.nextDeadline = time.Time{}
-	looked := map[string]bool{}
-	for _, name := range op.names {
-		if _, done := op.settled[name]; done {
+	looked := map[*jobRecord]bool{}
+	for i := range op.table.pairs {
+		p := &op.table.pairs[i]
+		// A pair with no Job, or whose Job waits for its create, has no
+		// deadline running.
+		if p.settled() || p.job == nil || p.job.created.IsZero() {
 			continue
 		}
-		job := op.job(name)
-		if !looked[job] {
-			looked[job] = true
-			s.settleJob(job)
+		if !looked[p.job] {
+			looked[p.job] = true
+			s.settleJob(p.job)
 		}
-		if _, done := op.settled[name]; done {
+		if p.settled() {
 			continue
 		}
-		if created, ok := op.createdAt[name]; ok {
-			if d := created.Add(s.r.Config.Deadline); op.nextDeadline.IsZero() || d.Before(op.nextDeadline) {
-				op.nextDeadline = d
-			}
+		if d := p.job.created.Add(s.r.Config.Deadline); op.nextDeadline.IsZero() || d.Before(op.nextDeadline) {
+			op.nextDeadline = d
 		}
 	}
 }
 
-// settleJob settles what it can of the pairs of one Job: a Job per
-// (image, node) from its own status, a node Job container by container,
-// since it ends only once all of them have.
-func (s *settlement) settleJob(job string) {
+// settleJob settles what it can of the pairs of Job j: a Job per (image,
+// node) from its own status, a node Job container by container, since it
+// ends only once all of them have.
+func (s *settlement) settleJob(j *jobRecord) {
 	op := s.op
-	pairs := op.pairs(job)
-	open := s.openPairs(pairs)
+	open := s.openPairs(j)
 	if len(open) == 0 {
 		return
 	}
-	expired := !s.now.Before(op.createdAt[op.names[open[0]]].Add(s.r.Config.Deadline))
-	obj := s.r.Jobs.Get(s.r.jobNamespace(s.cache, op, job), job)
-	perNode := op.nodeJob(job)
-	outs := s.outcomes(job, obj, pairs, open, expired, perNode)
+	expired := !s.now.Before(j.created.Add(s.r.Config.Deadline))
+	obj := s.r.Jobs.Get(s.r.jobNamespace(s.cache, op, j.name), j.name)
+	outs := s.outcomes(j, obj, open, expired)
 	left := len(open)
 	for k, i := range open {
 		o := outs[k]
@@ -140,45 +140,43 @@ func (s *settlement) settleJob(job string) {
 			continue
 		}
 		left--
-		name := op.names[i]
-		op.settled[name] = o
-		observe(op.work[i].Kind, o, perNode)
-		s.settled = append(s.settled, name)
+		op.table.settle(i, o)
+		observe(op.table.pairs[i].work.Kind, o, j.nodeJob)
+		s.settled = append(s.settled, i)
 	}
-	if left == 0 && perNode {
+	if left == 0 && j.nodeJob {
 		var all results.Outcome
-		for k, i := range pairs {
-			all = worse(all, op.settled[op.names[i]], k > 0)
+		for k, i := range j.pairs {
+			all = worse(all, op.table.pairs[i].outcome, k > 0)
 		}
 		observeJob(jobs.Pull, all)
 	}
 	// A node Job goes once every container has a result: before, it
 	// still pulls the others' images.
 	if left == 0 && obj != nil && s.r.deletesSettled() {
-		s.gone = append(s.gone, job)
+		s.gone = append(s.gone, j.name)
 	}
 }
 
-// openPairs are the Job's pairs not settled yet; none while one of them
-// waits for a slot, since no deadline runs before the Job exists.
-func (s *settlement) openPairs(pairs []int) []int {
+// openPairs are Job j's pairs not settled yet; none before it is created,
+// since no deadline runs before the Job exists.
+func (s *settlement) openPairs(j *jobRecord) []int {
+	if j.created.IsZero() {
+		return nil
+	}
 	var open []int
-	for _, i := range pairs {
-		name := s.op.names[i]
-		if _, done := s.op.settled[name]; done {
-			continue
+	for _, i := range j.pairs {
+		if !s.op.table.pairs[i].settled() {
+			open = append(open, i)
 		}
-		if _, ok := s.op.createdAt[name]; !ok {
-			return nil
-		}
-		open = append(open, i)
 	}
 	return open
 }
 
 // outcomes reads the outcome of each open pair of one Job (obj, nil when
 // the Job is not in the cache); Pending leaves a pair open.
-func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, expired, perNode bool) []results.Outcome {
+func (s *settlement) outcomes(j *jobRecord, obj *batchv1.Job, open []int, expired bool) []results.Outcome {
+	job := j.name
 	outs := make([]results.Outcome, len(open))
 	switch {
 	case obj == nil && !expired:
@@ -190,7 +188,7 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 		// Gone from the cache, maybe not from the cluster: the end of
 		// the operation makes sure.
 		s.op.sweep = true
-	case perNode:
+	case j.nodeJob:
 		// Containers finish one by one while the Job runs: its pod,
 		// not its status, tells how each went.
 		jobPods := s.podsOf(job)
@@ -200,7 +198,7 @@ func (s *settlement) outcomes(job string, obj *batchv1.Job, pairs, open []int, e
 		}
 		containers := make([]string, len(open))
 		for k, i := range open {
-			containers[k] = jobs.ContainerName(slices.Index(pairs, i))
+			containers[k] = jobs.ContainerName(slices.Index(j.pairs, i))
 		}
 		outs = results.Containers(obj, jobPods, containers, expired, events)
 	default:
@@ -267,23 +265,24 @@ func (s *settlement) release() {
 	if !r.deleteJobs(s.ctx, gone) {
 		op.sweep = true
 	}
-	for _, name := range s.settled {
-		r.releaseJob(s.key, op, op.job(name))
+	for _, i := range s.settled {
+		r.releaseJob(s.key, op, op.table.pairs[i].job)
 	}
 	r.settleHeld(s.key, op, s.settled)
 	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
-	op.counts = countsOf(op)
+	op.counts = op.table.counts()
 }
 
 // finalOf is the operation's final state once every pair is settled.
 func finalOf(op *operation) *finalState {
-	items := append([]results.Item{}, op.unstarted...)
-	for i, name := range op.names {
-		w := op.work[i]
-		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: op.settled[name]})
+	t := &op.table
+	items := append([]results.Item{}, t.unstarted...)
+	for i := range t.pairs {
+		w := t.pairs[i].work
+		items = append(items, results.Item{Image: w.Image, Node: w.Node.Name, Outcome: t.pairs[i].outcome})
 	}
 	return &finalState{items: items, summary: results.Summarise(items,
-		results.Unrun{Present: op.present, Skipped: op.skipped, Lacking: op.lacking}, op.kind == plan.Purge)}
+		results.Unrun{Present: t.present, Skipped: t.skipped, Lacking: op.lacking}, op.kind == plan.Purge)}
 }
 
 // deleteJobs deletes settled Jobs, their pods in the background, a few calls
@@ -335,25 +334,6 @@ func observeJob(kind jobs.Kind, o results.Outcome) {
 	metrics.JobsFinished.WithLabelValues(string(kind), resultOf(o)).Inc()
 }
 
-// countsOf tallies the operation's pairs. A pair whose create was refused is
-// settled without ever having been in flight.
-func countsOf(op *operation) v1alpha2.Counts {
-	inFlight := len(op.createdAt) - (len(op.settled) - op.failedCreates)
-	waiting := len(op.names) - len(op.createdAt) - op.failedCreates
-	c := v1alpha2.Counts{
-		Desired: int32(op.desired), AlreadyPresent: int32(op.present), Skipped: int32(op.skipped),
-		Failed: int32(len(op.unstarted)), InFlight: int32(inFlight), Waiting: int32(waiting),
-	}
-	for _, o := range op.settled {
-		if o.State == results.Succeeded {
-			c.Succeeded++
-		} else {
-			c.Failed++
-		}
-	}
-	return c
-}
-
 // listPods returns the pods of the operation's Jobs, by Job name, in the
 // namespaces its Jobs run in. It reads the informer cache, which holds only
 // our Jobs' pods.
@@ -378,8 +358,8 @@ func (r *Reconciler) listPods(ctx context.Context, namespaces []string, opID str
 // jobNamespace is where Job job of op runs (jobs.Namespace).
 func (r *Reconciler) jobNamespace(cache *v1alpha2.ImageCache, op *operation, job string) string {
 	kind := jobs.Pull
-	if ps := op.pairs(job); len(ps) > 0 {
-		kind = op.work[ps[0]].Kind
+	if j := op.table.jobs[job]; j != nil {
+		kind = op.table.pairs[j.pairs[0]].work.Kind
 	}
 	return jobs.Namespace(cache, kind, r.Config.Jobs)
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,28 +116,27 @@ func (r *Reconciler) newOperation(cache *v1alpha2.ImageCache, kind plan.Operatio
 	now := r.Clock.Now()
 	p := &in.plan
 	eligible := plan.EligibleNodes(&cache.Spec, in.nodes, r.Config.StartupTaint)
-	op := &operation{
+	op := &operation{scope: scope{
 		id: newOperationID(), kind: kind, uid: cache.UID, generation: cache.Generation,
 		spec: in.spec, named: *cache.Spec.DeepCopy(), podImages: in.record, start: now, eligible: eligible, only: only,
-		priorCoverage: plan.ExistedAt(in.nodes, eligible, cache.Status.StartTime, r.Config.StartupTaint),
-		index:         map[string]int{}, jobOf: map[string]string{}, pairsOf: map[string][]int{}, createdAt: map[string]time.Time{}, holding: map[string]slots{}, settled: map[string]results.Outcome{},
-		unseen: map[string]bool{}, joined: map[string]bool{}, retrying: map[string]createRetry{},
-		present: p.Present, desired: p.Desired, skipped: p.Skipped, skippedNodes: p.SkippedNodes, lacking: p.Lacking, unmatched: p.Unmatched,
+		priorCoverage: plan.ExistedAt(in.nodes, eligible, cache.Status.StartTime, r.Config.StartupTaint), joined: map[string]bool{},
+		skippedNodes: p.SkippedNodes, lacking: p.Lacking, unmatched: p.Unmatched,
 		priorFailures: cache.Status.Failures, consumes: consumedAnnotations(kind, cache.Annotations), pullUser: in.user,
-	}
+	}, table: newPairTable()}
+	op.table.addUnrun(p.Present, p.Desired, p.Skipped)
 	for img, why := range p.Invalid {
-		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
+		op.table.unstarted = append(op.table.unstarted, results.Item{Image: img, Node: "(all nodes)",
 			Outcome: results.Outcome{State: results.Failed, Reason: "InvalidImageName", Message: why}})
 	}
 	for _, u := range p.Unreachable {
-		op.unstarted = append(op.unstarted, results.Item{Image: u.Image, Node: u.Node,
+		op.table.unstarted = append(op.table.unstarted, results.Item{Image: u.Image, Node: u.Node,
 			Outcome: results.Outcome{State: results.Failed, Reason: u.Reason, Message: u.Message}})
 	}
-	r.addWork(cache, op, p.Work)
+	r.addWork(op, p.Work)
 	if kind != plan.Purge {
-		metrics.ImagePulls.WithLabelValues("already_present").Add(float64(op.present))
+		metrics.ImagePulls.WithLabelValues("already_present").Add(float64(op.table.present))
 	}
-	op.counts = countsOf(op)
+	op.counts = op.table.counts()
 	return op
 }
 
@@ -184,8 +181,8 @@ func markProcessing(cache *v1alpha2.ImageCache, op *operation, pods *podsResult)
 // announceStart logs the operation's start and tells the user, by Event,
 // of it and of what in the cluster stands in its way.
 func (r *Reconciler) announceStart(ctx context.Context, cache *v1alpha2.ImageCache, op *operation, in *startInput, detail string) {
-	log.FromContext(ctx).WithValues("operation", op.kind).Info("operation started", "id", op.id, "jobs", len(op.work), "alreadyPresent", op.present,
-		"skippedNodes", len(op.skippedNodes), "failedUnstarted", len(op.unstarted))
+	log.FromContext(ctx).WithValues("operation", op.kind).Info("operation started", "id", op.id, "jobs", len(op.table.pairs), "alreadyPresent", op.table.present,
+		"skippedNodes", len(op.skippedNodes), "failedUnstarted", len(op.table.unstarted))
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(op.kind), detail)
 	for _, why := range in.plan.Unmatched {
 		r.Recorder.Event(cache, corev1.EventTypeWarning, "NoMatchingNodes", why)
@@ -214,34 +211,22 @@ func specTooLarge(spec *v1alpha2.ImageCacheSpec) string {
 		len(raw)>>10, v1alpha2.MaxSpecBytes>>10)
 }
 
-// addWork adds work items to an operation, each under its fixed Job name. A
-// delete on a node whose runtime we cannot reach fails at once, without a
+// addWork adds work items to an operation's table, waiting for their Jobs.
+// A delete on a node whose runtime we cannot reach fails at once, without a
 // Job.
-func (r *Reconciler) addWork(cache *v1alpha2.ImageCache, op *operation, work []jobs.Work) {
-	// Grown once: appending 10,000 items one by one left up to twice their
-	// size allocated for the operation's whole life.
-	op.work = slices.Grow(op.work, len(work))
-	op.names = slices.Grow(op.names, len(work))
-	op.order = slices.Grow(op.order, len(work))
+func (r *Reconciler) addWork(op *operation, work []jobs.Work) {
+	run := make([]jobs.Work, 0, len(work))
 	for _, w := range work {
 		if w.Kind == jobs.Delete && r.Config.Jobs.CRISocketPath == "" {
 			if _, err := jobs.DefaultSocket(w.Node.Runtime); err != nil {
-				op.unstarted = append(op.unstarted, results.Item{Image: w.Image, Node: w.Node.Name,
+				op.table.unstarted = append(op.table.unstarted, results.Item{Image: w.Image, Node: w.Node.Name,
 					Outcome: results.Outcome{State: results.Failed, Reason: "UnsupportedRuntime", Message: err.Error()}})
 				continue
 			}
 		}
-		name := jobs.Name(cache.Name, op.id, w)
-		op.index[name] = len(op.work)
-		op.work = append(op.work, w)
-		op.names = append(op.names, name)
-		op.order = append(op.order, len(op.work)-1)
+		run = append(run, w)
 	}
-	if r.perNode() {
-		// Node by node: slots taken in this order put each node's pairs
-		// in as few Jobs as the caps allow.
-		slices.SortStableFunc(op.order, func(a, b int) int { return strings.Compare(op.work[a].Node.Name, op.work[b].Node.Name) })
-	}
+	op.table.add(run, r.perNode())
 }
 
 // extend adds to a running operation the nodes that became eligible since it
@@ -278,13 +263,11 @@ func (r *Reconciler) extend(ctx context.Context, cache *v1alpha2.ImageCache, op 
 		delete(op.lacking, n)
 	}
 	// Invalid images were reported for all nodes when the operation started.
-	op.present += p.Present
-	op.desired += p.Desired
-	op.skipped += p.Skipped
-	before := len(op.work)
-	r.addWork(cache, op, p.Work)
+	op.table.addUnrun(p.Present, p.Desired, p.Skipped)
+	before := len(op.table.pairs)
+	r.addWork(op, p.Work)
 	r.holdNodes(client.ObjectKeyFromObject(cache), op, nodes.Items, joined, p.Work, p.Invalid, false)
-	log.FromContext(ctx).Info("nodes joined the running operation", "id", op.id, "nodes", nodeList(joined), "jobs", len(op.work)-before)
+	log.FromContext(ctx).Info("nodes joined the running operation", "id", op.id, "nodes", nodeList(joined), "jobs", len(op.table.pairs)-before)
 	r.Recorder.Event(cache, corev1.EventTypeNormal, string(plan.NewNodes), "Images are being pulled on to new nodes: "+nodeList(joined))
 	return nil
 }

@@ -70,10 +70,10 @@ func (r *Reconciler) takeIn(ctx context.Context, cache *v1alpha2.ImageCache, op 
 	}
 	gained := gainedImages(&op.spec, &spec)
 	op.spec, op.podImages, op.grown = spec, record, true
-	before := len(op.work)
+	before := len(op.table.pairs)
 	r.addPlanned(cache, op, &p)
 	r.holdNodes(client.ObjectKeyFromObject(cache), op, nodes.Items, op.eligible, p.Work, p.Invalid, true)
-	log.FromContext(ctx).Info("images the pods gained joined the running operation", "id", op.id, "images", gained, "jobs", len(op.work)-before)
+	log.FromContext(ctx).Info("images the pods gained joined the running operation", "id", op.id, "images", gained, "jobs", len(op.table.pairs)-before)
 	r.Recorder.Event(cache, corev1.EventTypeNormal, podsImagesAdded,
 		"the running operation pulls the images the selected pods or workload templates gained since it started: "+strings.Join(gained, ", "))
 	return nil
@@ -82,9 +82,7 @@ func (r *Reconciler) takeIn(ctx context.Context, cache *v1alpha2.ImageCache, op 
 // addPlanned adds the work and the counts of what takeIn planned to the
 // operation, as its start would have had them.
 func (r *Reconciler) addPlanned(cache *v1alpha2.ImageCache, op *operation, p *plan.Plan) {
-	op.present += p.Present
-	op.desired += p.Desired
-	op.skipped += p.Skipped
+	op.table.addUnrun(p.Present, p.Desired, p.Skipped)
 	for n, why := range p.SkippedNodes {
 		if _, ok := op.skippedNodes[n]; !ok {
 			if op.skippedNodes == nil {
@@ -102,11 +100,11 @@ func (r *Reconciler) addPlanned(cache *v1alpha2.ImageCache, op *operation, p *pl
 		}
 	}
 	for img, why := range p.Invalid {
-		op.unstarted = append(op.unstarted, results.Item{Image: img, Node: "(all nodes)",
+		op.table.unstarted = append(op.table.unstarted, results.Item{Image: img, Node: "(all nodes)",
 			Outcome: results.Outcome{State: results.Failed, Reason: "InvalidImageName", Message: why}})
 	}
-	r.addWork(cache, op, p.Work)
-	op.counts = countsOf(op)
+	r.addWork(op, p.Work)
+	op.counts = op.table.counts()
 }
 
 // gainedImages are the images now's lists hold and was's do not, each once.

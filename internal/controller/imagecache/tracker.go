@@ -20,100 +20,25 @@ import (
 // only while the operation runs: a restart aborts and re-runs every operation
 // (the original's contract), so nothing here has to survive the process. The
 // Jobs in the cluster, not this struct, say how the work went.
+//
+// It is what the operation is for (scope), the state of each of its pairs
+// and Jobs (table), and the steps that run over them.
 type operation struct {
-	id         string
-	kind       plan.Operation
-	uid        types.UID
-	generation int64
-	// spec is what the operation acts on: the named images and those of
-	// podImages; named is the cache's spec as written, which its end
-	// records as processed.
-	spec      v1alpha2.ImageCacheSpec
-	named     v1alpha2.ImageCacheSpec
-	podImages []v1alpha2.ListPodImages
-	start     time.Time
-	// eligible are the nodes the cache's lists could use at the start; they
-	// become the cache's coverage when it ends.
-	eligible map[string]bool
-	// only are the nodes a NewNodes operation works on.
-	only map[string]bool
+	scope
+	table pairTable
+
 	// sweep says that a Job of the operation may be left in the cluster
 	// under the delete policy (a delete failed, or a Job vanished from the
 	// cache only): its end deletes whatever carries its label.
 	sweep bool
-	// joined are the nodes added while the operation ran (extend).
-	joined map[string]bool
-	// grown says that podImages grew while the operation ran (takeIn):
-	// even a new-node operation's end records them then.
-	grown bool
-	// priorCoverage are the eligible nodes that existed when the cache's
-	// previous operation started: its coverage, as far as the cluster tells,
-	// for when the controller has none in memory.
-	priorCoverage map[string]bool
-
-	work []jobs.Work
-	// names name each work item: its Job's name when Jobs are per (image,
-	// node), else a name of the pair alone. Every per-pair map below is
-	// keyed by it.
-	names []string
-	index map[string]int // work item of each name
-	// order is the order in which work items take their slots.
-	order []int
-	// jobOf is the node Job of each pair that has one (Jobs per node): a
-	// node's pairs are put together when their slots are taken, and stay
-	// together, so a retried create makes the very same Job. pairsOf is
-	// the other way round, the pairs in the order of the Job's containers.
-	jobOf   map[string]string
-	pairsOf map[string][]int
-	// createdAt is when each Job was created: its deadline counts from
-	// there, so Jobs held back by pacing do not expire while they wait.
-	createdAt map[string]time.Time
-	// holding are the Jobs that hold pacing slots, by Job name: a Job
-	// holds them from its creation until all its pairs are settled.
-	holding map[string]slots
-	// settled are the final outcomes known so far, by Job name.
-	settled map[string]results.Outcome
-	// unstarted are items that failed without a Job (an invalid image, a node
-	// whose runtime we cannot reach); they are settled from the start.
-	unstarted []results.Item
-	present   int
-	desired   int
-	skipped   int
-	// skippedNodes are the nodes left out, with the reason of each;
-	// lacking those of them that do not report every image (plan.Lacking).
-	skippedNodes map[string]string
-	lacking      map[string]string
-	unmatched    []string
-	// priorFailures are the failures the cache had when the operation
-	// started: those on nodes it leaves out are not retried, so its end
-	// keeps them (carryFailures).
-	priorFailures map[string]v1alpha2.NodeReasonMessageList
-
-	// retrying are the Jobs whose creates failed for a reason that may
-	// pass; failedCreates counts the pairs whose creates failed for good
-	// (settled without a Job). backoff is the wait before the next retry,
-	// due at retryAt.
-	retrying      map[string]createRetry
-	failedCreates int
-	backoff       time.Duration
-	retryAt       time.Time
-
-	// pullUser is the UID of the pull containers, read from the
-	// namespace when the operation started: its Jobs, retried creates
-	// and joining nodes' among them, all run as the same user.
-	pullUser int64
-
-	// consumes are the on-demand annotations this operation acts on, with
-	// the value each had at its start: its end removes them, unless a user
-	// set them again meanwhile.
-	consumes map[string]string
+	// backoff is the wait before the next retry of failed creates, due at
+	// retryAt.
+	backoff time.Duration
+	retryAt time.Time
 
 	counts v1alpha2.Counts
 	pace   cachestatus.Pace
 
-	// unseen are Jobs (by Job name) created since the last settle: each is
-	// looked at once after its creation, whatever its events did meanwhile.
-	unseen map[string]bool
 	// nextDeadline is the earliest deadline of an unsettled Job. Before it,
 	// settling looks only at the Jobs whose events arrived; from it on, at
 	// every Job, to find those that expired.
@@ -131,10 +56,54 @@ type operation struct {
 	held map[string]bool
 }
 
-// slots are the pacing slots one Job holds on its node.
-type slots struct {
-	node string
-	n    int
+// scope is what an operation is for: the cache, the images, the nodes,
+// and what its start found. Its work, once planned, is in the table.
+type scope struct {
+	id         string
+	kind       plan.Operation
+	uid        types.UID
+	generation int64
+	// spec is what the operation acts on: the named images and those of
+	// podImages; named is the cache's spec as written, which its end
+	// records as processed.
+	spec      v1alpha2.ImageCacheSpec
+	named     v1alpha2.ImageCacheSpec
+	podImages []v1alpha2.ListPodImages
+	start     time.Time
+	// eligible are the nodes the cache's lists could use at the start; they
+	// become the cache's coverage when it ends.
+	eligible map[string]bool
+	// only are the nodes a NewNodes operation works on.
+	only map[string]bool
+	// joined are the nodes added while the operation ran (extend).
+	joined map[string]bool
+	// grown says that podImages grew while the operation ran (takeIn):
+	// even a new-node operation's end records them then.
+	grown bool
+	// priorCoverage are the eligible nodes that existed when the cache's
+	// previous operation started: its coverage, as far as the cluster tells,
+	// for when the controller has none in memory.
+	priorCoverage map[string]bool
+
+	// skippedNodes are the nodes left out, with the reason of each;
+	// lacking those of them that do not report every image (plan.Lacking).
+	skippedNodes map[string]string
+	lacking      map[string]string
+	unmatched    []string
+	// priorFailures are the failures the cache had when the operation
+	// started: those on nodes it leaves out are not retried, so its end
+	// keeps them (carryFailures).
+	priorFailures map[string]v1alpha2.NodeReasonMessageList
+
+	// pullUser is the UID of the pull containers, read from the
+	// namespace when the operation started: its Jobs, retried creates
+	// and joining nodes' among them, all run as the same user.
+	pullUser int64
+
+	// consumes are the on-demand annotations this operation acts on, with
+	// the value each had at its start: its end removes them, unless a user
+	// set them again meanwhile.
+	consumes map[string]string
 }
 
 type finalState struct {
@@ -177,40 +146,14 @@ type coverage struct {
 	nodes map[string]bool
 }
 
-// job is the name of the Job that does pair name's work.
-func (o *operation) job(name string) string {
-	if j, ok := o.jobOf[name]; ok {
-		return j
-	}
-	return name
-}
-
-// nodeJob says whether Job job is a node Job: one container per pair,
-// settled container by container, rather than a pair's own Job.
-func (o *operation) nodeJob(job string) bool {
-	_, ok := o.pairsOf[job]
-	return ok
-}
-
-// workOf is the work of pairs, in their order: a node Job's name and
-// containers follow it.
-func (o *operation) workOf(pairs []int) []jobs.Work {
-	ws := make([]jobs.Work, len(pairs))
-	for c, i := range pairs {
-		ws[c] = o.work[i]
+// workOf is the work of Job j's pairs, in the order of its containers: a
+// node Job's containers follow it.
+func (o *operation) workOf(j *jobRecord) []jobs.Work {
+	ws := make([]jobs.Work, len(j.pairs))
+	for c, i := range j.pairs {
+		ws[c] = o.table.pairs[i].work
 	}
 	return ws
-}
-
-// pairs are the work items of Job job, in the order of its containers.
-func (o *operation) pairs(job string) []int {
-	if ps, ok := o.pairsOf[job]; ok {
-		return ps
-	}
-	if i, ok := o.index[job]; ok {
-		return []int{i}
-	}
-	return nil
 }
 
 func newTracker(ledger *heldledger.Ledger) *tracker {
