@@ -93,6 +93,9 @@ func (r *Report) scaleSections(m *md) {
 			{"the large cache still running when the small one ended", fmt.Sprint(s.LargeRunning)},
 			{"the small cache's time beside the large one / alone", fmt.Sprintf("%.2fx", s.Ratio)},
 		})
+		m.p("The small cache's time beside the large one is its own; the requests, writes and CPU of its column are")
+		m.p("the controller's while both ran, the large cache's included.")
+		m.p("")
 		var runs []*Phase
 		for _, p := range []*Phase{s.Alone, s.Beside, s.Large} {
 			if p != nil {
