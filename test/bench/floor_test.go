@@ -21,28 +21,56 @@ import (
 // whose owner does not exist) and none of its labels (its start-up clean-up
 // deletes every Job labelled as its own).
 func floorJob(ns, image, node string) (*batchv1.Job, error) {
-	ref, err := images.Parse(image)
+	w, err := floorWork(image, node)
 	if err != nil {
 		return nil, err
 	}
-	owner := jobs.Owner{Cache: &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "floor", UID: "bench-floor"}}, Operation: "floor"}
-	w := jobs.Work{Kind: jobs.Pull, Image: image, Ref: ref, Node: jobs.Node{Name: node, Runtime: "containerd://1.7.27"}}
-	job, err := jobs.Build(owner, w, jobs.Options{HelperImage: "example.test/kubefledged:bench", PullPolicy: "IfNotPresent", ActiveDeadline: 3600})
+	job, err := jobs.Build(floorOwner(ns), w, floorOptions)
+	return unowned(job), err
+}
+
+// floorNodeJob is the controller's node pull Job for a node's images, as floorJob is
+// its Job per pair: the floor of scenario 8, where Jobs per pair would take hours.
+func floorNodeJob(ns, node string, imgs []string) (*batchv1.Job, error) {
+	ws := make([]jobs.Work, len(imgs))
+	for i, img := range imgs {
+		w, err := floorWork(img, node)
+		if err != nil {
+			return nil, err
+		}
+		ws[i] = w
+	}
+	job, err := jobs.BuildNode(floorOwner(ns), ws, floorOptions)
+	return unowned(job), err
+}
+
+var floorOptions = jobs.Options{HelperImage: "example.test/kubefledged:bench", PullPolicy: "IfNotPresent", ActiveDeadline: 3600}
+
+func floorOwner(ns string) jobs.Owner {
+	return jobs.Owner{Cache: &v1alpha2.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "floor", UID: "bench-floor"}}, Operation: "floor"}
+}
+
+func floorWork(image, node string) (jobs.Work, error) {
+	ref, err := images.Parse(image)
 	if err != nil {
-		return nil, err
+		return jobs.Work{}, err
+	}
+	return jobs.Work{Kind: jobs.Pull, Image: image, Ref: ref, Node: jobs.Node{Name: node, Runtime: "containerd://1.7.27"}}, nil
+}
+
+// unowned strips a built Job of its owner and labels; nil stays nil.
+func unowned(job *batchv1.Job) *batchv1.Job {
+	if job == nil {
+		return nil
 	}
 	job.OwnerReferences = nil
 	job.Labels = map[string]string{"bench.kubefledged.io/floor": "true"}
 	job.Spec.Template.Labels = map[string]string{"bench.kubefledged.io/floor": "true"}
-	return job, nil
+	return job
 }
 
+// floor measures one bare Job per (image, node).
 func (e *env) floor(name, ns string, nodes, imgs []string) (*floorResult, error) {
-	ctx, cancel := e.phaseContext()
-	defer cancel()
-	if err := e.namespace(ctx, ns); err != nil {
-		return nil, err
-	}
 	var all []*batchv1.Job
 	for _, img := range imgs {
 		for _, node := range nodes {
@@ -52,6 +80,30 @@ func (e *env) floor(name, ns string, nodes, imgs []string) (*floorResult, error)
 			}
 			all = append(all, j)
 		}
+	}
+	return e.floorOf(name, ns, all)
+}
+
+// nodeFloor measures one bare Job per node, holding all of imgs.
+func (e *env) nodeFloor(name, ns string, nodes, imgs []string) (*floorResult, error) {
+	all := make([]*batchv1.Job, len(nodes))
+	for i, node := range nodes {
+		j, err := floorNodeJob(ns, node, imgs)
+		if err != nil {
+			return nil, err
+		}
+		all[i] = j
+	}
+	return e.floorOf(name, ns, all)
+}
+
+// floorOf creates the Jobs as fast as the API server takes them and waits for all to
+// finish, then deletes them.
+func (e *env) floorOf(name, ns string, all []*batchv1.Job) (*floorResult, error) {
+	ctx, cancel := e.phaseContext()
+	defer cancel()
+	if err := e.namespace(ctx, ns); err != nil {
+		return nil, err
 	}
 	jw, err := watchJobs(ctx, e.kube, ns)
 	if err != nil {

@@ -92,58 +92,25 @@ func (p *controller) until(ctx context.Context) context.Context {
 func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int, deadline time.Duration, profile bool) (*phase, *v1alpha2.ImageCache, error) {
 	ctx, cancel := e.phaseContext()
 	defer cancel()
-	if err := e.namespace(ctx, ns); err != nil {
-		return nil, nil, err
-	}
-	jw, cw, err := e.watchNamespace(ctx, ns)
-	if err != nil {
-		return nil, nil, err
-	}
 	ctl, wctx, err := e.runController(ctx, ns, c, "--image-pull-deadline-duration="+deadline.String())
 	if err != nil {
 		return nil, nil, err
 	}
 	defer ctl.stop()
-	p := &phase{Name: label, Caps: c, Pairs: pairs}
-	m, err := e.startMeter(ctl)
-	if err != nil {
-		return nil, nil, err
-	}
 	var pr *profiler
 	if profile {
 		pr = ctl.profile(e.outDir, ns)
 	}
 	e.t.Logf("%s: %d pulls, %s", label, pairs, c.Name)
-	began := time.Now()
-	cache := newCache(ns, "bench", imgs)
-	if err := e.k8s.Create(ctx, cache); err != nil {
-		return nil, nil, err
-	}
-	done, final, err := cw.final(wctx, cache.Name, v1alpha2.ImageCacheReasonImageCacheCreate, began)
+	mc, err := e.createMeasured(ctx, ctl, &phase{Name: label, Caps: c, Pairs: pairs}, newCache(ns, "bench", imgs))
 	if err != nil {
-		if aerr := ctl.alive(); aerr != nil {
-			err = aerr
-		}
 		return nil, nil, err
 	}
-	if err := m.stop(p); err != nil {
+	final, err := mc.settle(wctx)
+	if err != nil {
 		return nil, nil, err
 	}
-	p.Seconds = round(done.Sub(began).Seconds(), 2)
-	// The controller settles a node Job from its pod and may write the final
-	// status before the watch hears of that Job's deletion: the watch's
-	// counts are read once it has caught up, or, if a Job is left behind
-	// (which exactness then reports), a little later.
-	t0 := time.Now()
-	if open := jw.caughtUp(wctx, 30*time.Second); open > 0 {
-		e.t.Logf("%s: %d Jobs neither finished nor deleted %s after the final status", label, open, time.Since(done).Round(time.Second))
-	} else if waited := time.Since(t0); waited > time.Second {
-		e.t.Logf("%s: the Job watch caught up %s after the final status", label, waited.Round(100*time.Millisecond))
-	}
-	timeline(p, jw, began, done)
-	p.Jobs = jw.figures()
-	p.Status = statusOf(final)
-	e.statusWrites(p, cache.Name, began, done)
+	p := mc.p
 	if pr != nil {
 		out := filepath.Join(e.outDir, "cpu-"+ns+".pb.gz")
 		if err := pr.stop(ctx, out); err != nil {
@@ -155,8 +122,6 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 			e.t.Logf("%s: heap profile at RSS %d MiB: %s", label, pr.peakRSS>>10, pr.heap)
 		}
 	}
-	e.t.Logf("%s: %s in %.1fs, peak %d Jobs in flight, controller %.1f CPU s, peak RSS %.0f MiB",
-		label, p.Status.Status, p.Seconds, p.Jobs.PeakInFlight, p.ControllerCPUSeconds, p.ControllerPeakRSSMiB)
 	if err := ctl.stop(); err != nil {
 		e.t.Logf("%s: %v", label, err)
 	}
@@ -166,6 +131,74 @@ func (e *env) measuredCreate(label, ns string, c caps, imgs []string, pairs int,
 		return p, final, fmt.Errorf("%s: %w", label, err)
 	}
 	return p, final, nil
+}
+
+// measured is one cache's create being measured: the watches of its namespace, the
+// meter started just before the create, and the phase settle fills in. Scenario 10 has
+// two of them at once on one controller.
+type measured struct {
+	e     *env
+	ctl   *controller
+	p     *phase
+	m     *meter
+	jw    *jobWatch
+	cw    *cacheWatch
+	cache *v1alpha2.ImageCache
+	began time.Time
+	done  time.Time
+}
+
+// createMeasured starts the watches of the cache's namespace and the meter, and creates
+// the cache.
+func (e *env) createMeasured(ctx context.Context, ctl *controller, p *phase, cache *v1alpha2.ImageCache) (*measured, error) {
+	if err := e.namespace(ctx, cache.Namespace); err != nil {
+		return nil, err
+	}
+	jw, cw, err := e.watchNamespace(ctx, cache.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.startMeter(ctl)
+	if err != nil {
+		return nil, err
+	}
+	mc := &measured{e: e, ctl: ctl, p: p, m: m, jw: jw, cw: cw, cache: cache, began: time.Now()}
+	return mc, e.k8s.Create(ctx, cache)
+}
+
+// settle waits for the cache's create to end and fills the phase from the meter and the
+// watches.
+func (mc *measured) settle(wctx context.Context) (*v1alpha2.ImageCache, error) {
+	e, p := mc.e, mc.p
+	done, final, err := mc.cw.final(wctx, mc.cache.Name, v1alpha2.ImageCacheReasonImageCacheCreate, mc.began)
+	if err != nil {
+		if aerr := mc.ctl.alive(); aerr != nil {
+			err = aerr
+		}
+		return nil, err
+	}
+	mc.done = done
+	if err := mc.m.stop(p); err != nil {
+		return nil, err
+	}
+	p.Seconds = round(done.Sub(mc.began).Seconds(), 2)
+	// The controller settles a node Job from its pod and may write the final
+	// status before the watch hears of that Job's deletion: the watch's
+	// counts are read once it has caught up, or, if a Job is left behind
+	// (which exactness then reports), a little later.
+	t0 := time.Now()
+	if open := mc.jw.caughtUp(wctx, 30*time.Second); open > 0 {
+		e.t.Logf("%s: %d Jobs neither finished nor deleted %s after the final status", p.Name, open, time.Since(done).Round(time.Second))
+	} else if waited := time.Since(t0); waited > time.Second {
+		e.t.Logf("%s: the Job watch caught up %s after the final status", p.Name, waited.Round(100*time.Millisecond))
+	}
+	timeline(p, mc.jw, mc.began, done)
+	p.Jobs = mc.jw.figures()
+	p.Status = statusOf(final)
+	e.statusWrites(p, mc.cache.Name, mc.began, done)
+	e.t.Logf("%s: %s in %.1fs, peak %d Jobs in flight, controller %.1f CPU s, peak RSS %.0f MiB",
+		p.Name, p.Status.Status, p.Seconds, p.Jobs.PeakInFlight, p.ControllerCPUSeconds, p.ControllerPeakRSSMiB)
+	return final, nil
 }
 
 func mib(kib int64) float64 { return round(float64(kib)/1024, 1) }

@@ -29,11 +29,14 @@ func TestMergeKeepsTheScenariosNotRun(t *testing.T) {
 	g.Expect(os.MkdirAll(filepath.Dir(file), 0o755)).To(Succeed())
 	g.Expect(os.WriteFile(file, raw, 0o644)).To(Succeed())
 
-	r := newReport(config{Profile: report.ProfileStock, Scenarios: []int{2, 6}}, root)
+	r := newReport(config{Profile: report.ProfileStock, Scenarios: []int{2, 6, 9}}, root)
 	g.Expect(r.merge(root)).To(Succeed())
 	s := r.Scenarios
 	g.Expect(s.NewNodes).To(BeNil())
 	g.Expect(s.WarmRefresh).To(BeNil())
+	g.Expect(s.ScaleWarm).To(BeNil())
+	g.Expect(s.ScaleCold).NotTo(BeNil())
+	g.Expect(s.SmallBeside).NotTo(BeNil())
 	g.Expect(s.ColdCache).NotTo(BeNil())
 	g.Expect(s.SteadyRefresh).NotTo(BeNil())
 	g.Expect(s.FastPods).NotTo(BeNil())
@@ -41,8 +44,29 @@ func TestMergeKeepsTheScenariosNotRun(t *testing.T) {
 	g.Expect(s.Original).NotTo(BeNil())
 	g.Expect(r.prevProfiles).To(HaveKey("controller"))
 
-	r = newReport(config{Profile: report.ProfileStock, Scenarios: []int{1}}, root)
+	r = newReport(config{Profile: report.ProfileStock, Scenarios: []int{1, 10}}, root)
 	g.Expect(r.merge(root)).To(Succeed())
 	g.Expect(r.Scenarios.ColdCache).To(BeNil())
+	g.Expect(r.Scenarios.SmallBeside).To(BeNil())
 	g.Expect(r.prevProfiles).To(BeNil())
+}
+
+// BENCH_REPORT_ROOT keeps a trial run's figures, and the ones BENCH_MERGE reads, out of
+// the repository's docs/; BENCH_SCENARIOS takes 1 to 10.
+func TestTrialRunConfig(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("BENCH_REPORT_ROOT", "")
+	g.Expect(reportRoot("/repo")).To(Equal("/repo"))
+	t.Setenv("BENCH_REPORT_ROOT", "/tmp/trial")
+	g.Expect(reportRoot("/repo")).To(Equal("/tmp/trial"))
+
+	t.Setenv("BENCH_SCENARIOS", "8,9,10")
+	t.Setenv("BENCH_NODES_8", "3000")
+	c, err := loadConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Scenarios).To(Equal([]int{8, 9, 10}))
+	g.Expect(c.ScaleNodes).To(Equal(3000))
+	t.Setenv("BENCH_SCENARIOS", "11")
+	_, err = loadConfig()
+	g.Expect(err).To(MatchError(ContainSubstring("1 to 10")))
 }

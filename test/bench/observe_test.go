@@ -424,6 +424,13 @@ func (w *jobWatch) progress() (int, time.Time) {
 	return w.pairsDone, last
 }
 
+// inFlight is how many Jobs are open now: created, neither finished nor gone.
+func (w *jobWatch) inFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.open)
+}
+
 // settledNow tells whether the cache's latest state is a final one of the
 // given reason, and when it first reached that state for good: a burst of
 // joining nodes may take several operations, and only the last one's end

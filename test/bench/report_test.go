@@ -26,21 +26,28 @@ type benchRun struct {
 func newReport(cfg config, root string) *benchRun {
 	r := &benchRun{Report: &report.Report{Config: cfg}, began: time.Now(), root: root}
 	r.Machine = report.Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadAvgStart: loadAvg()}
-	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb float64
-		for _, l := range strings.Split(string(raw), "\n") {
-			if strings.HasPrefix(l, "MemTotal:") {
-				fmt.Sscanf(strings.TrimPrefix(l, "MemTotal:"), "%f", &kb)
-			}
-		}
-		r.Machine.MemoryGiB = round(kb/1024/1024, 1)
-	}
+	r.Machine.MemoryGiB = memInfoGiB("MemTotal")
 	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		r.Machine.Kernel = strings.TrimSpace(string(raw))
 	}
 	r.Machine.Kubernetes = version(filepath.Join(root, "bin", "kube-apiserver"), "--version")
 	r.Machine.Kwok = version(filepath.Join(root, "bin", "kwok"), "--version")
 	return r
+}
+
+// memInfoGiB is a field of /proc/meminfo, in GiB; 0 when it cannot be read.
+func memInfoGiB(field string) float64 {
+	raw, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb float64
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, field+":") {
+			fmt.Sscanf(strings.TrimPrefix(l, field+":"), "%f", &kb)
+		}
+	}
+	return round(kb/1024/1024, 1)
 }
 
 func version(bin string, args ...string) string {

@@ -22,6 +22,8 @@ type (
 	warmResult     = report.WarmResult
 	originalResult = report.OriginalResult
 	runInfo        = report.RunInfo
+	scaleResult    = report.ScaleResult
+	fairnessResult = report.FairnessResult
 )
 
 const rateWindow = report.RateWindow

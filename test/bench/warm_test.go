@@ -67,17 +67,22 @@ func unlisted(cached []string, listed []corev1.ContainerImage) int {
 // them past the kubelet's 50 listed, and one refresh of the complete cache
 // measured from the request to its final status.
 func (e *env) warmRefresh() (*warmResult, error) {
+	return e.warmRefreshOf("scenario 6", "s6-warm", nodeNames("sandbox-node-", e.cfg.WarmNodes), e.cfg.WarmOther)
+}
+
+// warmRefreshOf measures a refresh of a complete cache of BENCH_WARM_IMAGES images on
+// nodes, each also holding up to other larger images (none: every cached image is in
+// node status, scenario 9).
+func (e *env) warmRefreshOf(label, ns string, nodes []string, other int) (*warmResult, error) {
 	ctx, cancel := e.phaseContext()
 	defer cancel()
-	const ns = "s6-warm"
 	imgs := imageNames(e.cfg.WarmImages)
-	nodes := nodeNames("sandbox-node-", e.cfg.WarmNodes)
 	r := &warmResult{Run: e.runInfo(), Nodes: len(nodes), Images: len(imgs), Pairs: len(nodes) * len(imgs),
-		OtherImagesMax: e.cfg.WarmOther, NodesByUnreported: map[string]int{}}
+		OtherImagesMax: other, NodesByUnreported: map[string]int{}}
 	lists := make(map[string][]corev1.ContainerImage, len(nodes))
 	unreported := make(map[string]int, len(nodes))
 	for i, n := range nodes {
-		held, err := warmImages(imgs, i, e.cfg.WarmOther)
+		held, err := warmImages(imgs, i, other)
 		if err != nil {
 			return r, err
 		}
@@ -98,14 +103,14 @@ func (e *env) warmRefresh() (*warmResult, error) {
 		return r, err
 	}
 	// No periodic refresh: the one measured is the one asked for.
-	ctl, wctx, err := e.runController(ctx, "s6-warm", defaultCaps, "--image-cache-refresh-frequency=0s",
+	ctl, wctx, err := e.runController(ctx, ns, defaultCaps, "--image-cache-refresh-frequency=0s",
 		"--image-pull-deadline-duration="+e.cfg.Deadline.String())
 	if err != nil {
 		return r, err
 	}
 	defer ctl.stop()
 
-	e.t.Logf("scenario 6: %d nodes × %d images, %d pairs not in node status; completing the cache (not measured)", len(nodes), len(imgs), r.UnreportedPairs)
+	e.t.Logf("%s: %d nodes × %d images, %d pairs not in node status; completing the cache (not measured)", label, len(nodes), len(imgs), r.UnreportedPairs)
 	began := time.Now()
 	cache := newCache(ns, "warm", imgs)
 	if err := e.k8s.Create(ctx, cache); err != nil {
@@ -121,13 +126,13 @@ func (e *env) warmRefresh() (*warmResult, error) {
 	if _, err := e.waitGone(ns); err != nil {
 		return r, err
 	}
-	e.t.Logf("scenario 6: cache complete in %s; refreshing it", time.Since(began).Round(time.Second))
+	e.t.Logf("%s: cache complete in %s; refreshing it", label, time.Since(began).Round(time.Second))
 
 	jw, err := watchJobs(ctx, e.kube, ns)
 	if err != nil {
 		return r, err
 	}
-	p := &phase{Name: "scenario 6, default caps", Caps: defaultCaps, Pairs: r.Pairs}
+	p := &phase{Name: label + ", default caps", Caps: defaultCaps, Pairs: r.Pairs}
 	m, err := e.startMeter(ctl)
 	if err != nil {
 		return r, err
@@ -166,10 +171,10 @@ func (e *env) warmRefresh() (*warmResult, error) {
 	}
 	r.WritesPerPair = round(float64(p.Requests.Writes())/float64(r.Pairs), 3)
 	r.RequestsPerPair = round(float64(p.Requests.Total)/float64(r.Pairs), 3)
-	e.t.Logf("scenario 6: %s in %.1fs; %d pulls re-checked (%d not in node status), %d nodes differ; %d Jobs; %.3f API writes per (image, node); controller %.1f CPU s, peak RSS %.0f MiB",
-		p.Status.Status, p.Seconds, r.RecheckedPairs, r.UnreportedPairs, len(r.NodesMismatched), p.Jobs.Created, r.WritesPerPair, p.ControllerCPUSeconds, p.ControllerPeakRSSMiB)
+	e.t.Logf("%s: %s in %.1fs; %d pulls re-checked (%d not in node status), %d nodes differ; %d Jobs; %.3f API writes per (image, node); controller %.1f CPU s, peak RSS %.0f MiB",
+		label, p.Status.Status, p.Seconds, r.RecheckedPairs, r.UnreportedPairs, len(r.NodesMismatched), p.Jobs.Created, r.WritesPerPair, p.ControllerCPUSeconds, p.ControllerPeakRSSMiB)
 	if err := ctl.stop(); err != nil {
-		e.t.Logf("scenario 6: %v", err)
+		e.t.Logf("%s: %v", label, err)
 	}
 	gone, err := e.waitGone(ns)
 	p.CleanupSeconds = round(gone.Seconds(), 1)

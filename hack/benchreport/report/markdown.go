@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/kubefledged/kube-fledged/api/v1alpha2"
@@ -220,6 +221,7 @@ func (r *Report) EvalTargets() []Target {
 			add("7", "the original's time / ours, "+p.Caps.Name, fmt.Sprintf("%.1fx (%.0f s / %.0f s)", orig.Seconds/p.Seconds, orig.Seconds, p.Seconds), "(reported)", "")
 		}
 	}
+	r.scaleTargets(add)
 	return out
 }
 
@@ -390,25 +392,7 @@ func (r *Report) Markdown(limits []byte) string {
 		}
 	}
 	if s := r.Scenarios.WarmRefresh; s != nil {
-		m.p("## Scenario 6: warm refresh of %d nodes × %d images, node status cut at 50 images (%d pairs)", s.Nodes, s.Images, s.Pairs)
-		m.p("")
-		s.Run.describe(&m, fmt.Sprintf("no pull delay (the images are on the nodes), default caps, node i holds i mod %d other, larger images", s.OtherImagesMax+1))
-		if s.Phase != nil {
-			st := StatusFigures{}
-			if s.Phase.Status != nil {
-				st = *s.Phase.Status
-			}
-			m.table([]string{"figure", "value"}, [][]string{
-				{"cached pairs the node status lists; leaves out", fmt.Sprintf("%d; %d", s.ReportedPairs, s.UnreportedPairs)},
-				{"nodes by cached images left out of their status", byCount(s.NodesByUnreported)},
-				{"time from the refresh request to final status", f1(s.Phase.Seconds) + " s"},
-				{"pulls re-checked (in the refresh's Jobs); most on one node", fmt.Sprintf("%d; %d", s.RecheckedPairs, s.RecheckedMaxPerNode)},
-				{"nodes whose re-checks differ from the images left out", notPulled(s.NodesMismatched)},
-				{"final status: already present; succeeded; failed", fmt.Sprintf("%s: %d; %d; %d", st.Status, st.Counts.AlreadyPresent, st.Counts.Succeeded, st.Counts.Failed)},
-				{"API writes per (image, node); requests per (image, node)", fmt.Sprintf("%.3f; %.3f", s.WritesPerPair, s.RequestsPerPair)},
-			})
-			r.phaseTable(&m, columns("", nil, []*Phase{s.Phase})...)
-		}
+		r.warmSection(&m, fmt.Sprintf("## Scenario 6: warm refresh of %d nodes × %d images, node status cut at 50 images (%d pairs)", s.Nodes, s.Images, s.Pairs), s)
 	}
 	if s := r.Scenarios.Original; s != nil {
 		m.p("## Scenario 7: the original kube-fledged beside ours, %d nodes × %d images (%d pulls)", s.Nodes, s.Images, s.Pairs)
@@ -422,6 +406,7 @@ func (r *Report) Markdown(limits []byte) string {
 		m.p("")
 		r.phaseTable(&m, columns("", s.Floor, append([]*Phase{s.Original}, s.Runs...))...)
 	}
+	r.scaleSections(&m)
 	if len(r.Profiles) > 0 {
 		m.p("## CPU profile of the controller during scenario 1")
 		m.p("")
@@ -468,6 +453,7 @@ func (r *Report) Markdown(limits []byte) string {
 	m.p("  largest, `--node-status-max-images`), creates the cache and lets the controller complete it (not measured),")
 	m.p("  then asks for a refresh (the `%s` annotation) and measures it to its final status.", v1alpha2.RefreshAnnotation)
 	m.p("  A re-check *finds* the image when its pull succeeds: kwok pulls nothing, and the sandbox runs it without delay.")
+	scaleMeasured(&m)
 	m.p("")
 	m.p("Run it with `make bench`: a run on the stock control plane (`docs/benchmarks.json`), then one on the tuned")
 	m.p("one (`docs/benchmarks-tuned.json`, the second column), each with its own floors, then this page. The tuned run")
@@ -475,13 +461,43 @@ func (r *Report) Markdown(limits []byte) string {
 	m.p("`BENCH_PROFILES=stock` skips it, `BENCH_PROFILES=tuned` runs it alone. The scale comes from the environment:")
 	m.p("`BENCH_NODES`, `BENCH_IMAGES`, `BENCH_NEW_NODES`, `BENCH_HELD_NODES`, `BENCH_FAST_PULLS`, `BENCH_FAST_NODES`,")
 	m.p("`BENCH_FAST_RUNS`, `BENCH_PULL_DELAY`, `BENCH_REFRESH_CACHES`, `BENCH_REFRESH_CYCLES`, `BENCH_REFRESH_EVERY`,")
-	m.p("`BENCH_WARM_NODES`, `BENCH_WARM_IMAGES`, `BENCH_WARM_OTHER`, `BENCH_ORIGINAL_NODES`, `BENCH_SCENARIOS` (e.g. `1,4`).")
+	m.p("`BENCH_WARM_NODES`, `BENCH_WARM_IMAGES`, `BENCH_WARM_OTHER`, `BENCH_ORIGINAL_NODES`, `BENCH_NODES_8` (scenarios 8")
+	m.p("and 9), `BENCH_SCENARIOS` (e.g. `1,4`; 1 to 10). `BENCH_REPORT_ROOT=<dir>` writes the figures (and reads those")
+	m.p("`BENCH_MERGE` keeps) under `<dir>/docs` instead of the repository's, for a trial run; `go run ./hack/benchreport")
+	m.p("-root <dir>` renders its page there.")
 	m.p("Scenario 7 runs only with `BENCH_ORIGINAL_SRC`, a git checkout of github.com/senthilrch/kube-fledged (tag")
 	m.p("v0.10.0), which it builds: the Go module proxy refuses that module.")
 	m.p("`BENCH_MERGE=1` keeps the scenarios not run from the previous JSON of the same profile (each scenario keeps")
 	m.p("its own floor, from its own run); `BENCH_RENDER=1` only re-renders this file from the JSON, e.g. after editing")
 	m.p("`test/bench/limits.md`.")
 	return m.String()
+}
+
+// warmSection renders a warm refresh (scenarios 6 and 9) under its heading.
+func (r *Report) warmSection(m *md, heading string, s *WarmResult) {
+	m.p("%s", heading)
+	m.p("")
+	others := fmt.Sprintf("node i holds i mod %d other, larger images", s.OtherImagesMax+1)
+	if s.OtherImagesMax == 0 {
+		others = "the nodes hold no other images"
+	}
+	s.Run.describe(m, "no pull delay (the images are on the nodes), default caps, "+others)
+	if s.Phase != nil {
+		st := StatusFigures{}
+		if s.Phase.Status != nil {
+			st = *s.Phase.Status
+		}
+		m.table([]string{"figure", "value"}, [][]string{
+			{"cached pairs the node status lists; leaves out", fmt.Sprintf("%d; %d", s.ReportedPairs, s.UnreportedPairs)},
+			{"nodes by cached images left out of their status", byCount(s.NodesByUnreported)},
+			{"time from the refresh request to final status", f1(s.Phase.Seconds) + " s"},
+			{"pulls re-checked (in the refresh's Jobs); most on one node", fmt.Sprintf("%d; %d", s.RecheckedPairs, s.RecheckedMaxPerNode)},
+			{"nodes whose re-checks differ from the images left out", notPulled(s.NodesMismatched)},
+			{"final status: already present; succeeded; failed", fmt.Sprintf("%s: %d; %d; %d", st.Status, st.Counts.AlreadyPresent, st.Counts.Succeeded, st.Counts.Failed)},
+			{"API writes per (image, node); requests per (image, node)", fmt.Sprintf("%.3f; %.3f", s.WritesPerPair, s.RequestsPerPair)},
+		})
+		r.phaseTable(m, columns("", nil, []*Phase{s.Phase})...)
+	}
 }
 
 func requestRows(d RequestDelta) [][]string {
@@ -546,9 +562,15 @@ func (r *Report) targetRows() [][]string {
 			}
 		}
 	}
-	// Scenarios are numbered from 1 to 6, each row's number first.
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i][0][0] < rows[j][0][0] })
+	// Rows go in scenario order: each row's scenario is its number, then what names its run.
+	sort.SliceStable(rows, func(i, j int) bool { return scenarioNumber(rows[i][0]) < scenarioNumber(rows[j][0]) })
 	return rows
+}
+
+// scenarioNumber is the number a Target's scenario starts with ("1 default caps": 1).
+func scenarioNumber(s string) int {
+	n, _ := strconv.Atoi(strings.SplitN(s, " ", 2)[0])
+	return n
 }
 
 // tunedCell is a tuned run's figure and pass, and its target where that is not the one

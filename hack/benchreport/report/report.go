@@ -63,6 +63,9 @@ type Config struct {
 	// Scenario 7's scale: the original kube-fledged cannot finish the
 	// scenario 1 scale within an hour on the stock profile.
 	OriginalNodes int `json:"originalNodes,omitempty"`
+	// Scenarios 8 and 9's scale: the largest cluster Kubernetes supports, in a sandbox
+	// of its own that grows to it (or as far as the machine lets it).
+	ScaleNodes int `json:"scaleNodes,omitempty"`
 }
 
 // Caps are the controller's pacing and client limits for one run.
@@ -350,13 +353,61 @@ type OriginalResult struct {
 	Original *Phase `json:"original"`
 }
 
+// Scenario 8: a cold cache of Images images on the largest cluster Kubernetes supports,
+// with the default caps, held against a floor of one bare Job per node (the Job-per-pair
+// floor of 50,000 Jobs takes hours on the stock profile). A machine that cannot hold
+// NodesWanted kwok nodes gives Nodes, the most it held, and ShortBy, what ran out.
+type ScaleResult struct {
+	Run         RunInfo `json:"run"`
+	NodesWanted int     `json:"nodesWanted"`
+	Nodes       int     `json:"nodes"`
+	// ShortBy is why the sandbox stopped short of NodesWanted; empty when it did not.
+	ShortBy            string       `json:"shortBy,omitempty"`
+	NodesCreateSeconds float64      `json:"nodesCreateSeconds"`
+	Images             int          `json:"images"`
+	Pairs              int          `json:"pairs"`
+	Floor              *FloorResult `json:"floor"`
+	Phase              *Phase       `json:"phase"`
+	// Problems are how the final status, the controller's metrics and the watch strayed
+	// from "every pair succeeded": none when the status is exact.
+	Problems []string `json:"problems,omitempty"`
+	Exact    bool     `json:"exact"`
+	// WritesPerPair is every API write (any resource) the controller sent over Pairs.
+	WritesPerPair float64 `json:"apiWritesPerPair"`
+	// Per node, so that a run short of NodesWanted can be read at it: the controller's
+	// RSS above what it held at the start, its CPU, its requests.
+	RSSPerNodeKiB    float64 `json:"rssPerNodeKiB"`
+	CPUPerNodeMillis float64 `json:"cpuPerNodeMillis"`
+	RequestsPerNode  float64 `json:"requestsPerNode"`
+}
+
+// Scenario 10: a small cache (SmallNodes × SmallImages) created while a cache of
+// scenario 1's scale runs, against the same small cache alone, with one controller with
+// the default caps in one sandbox.
+type FairnessResult struct {
+	Run         RunInfo `json:"run"`
+	SmallNodes  int     `json:"smallNodes"`
+	SmallImages int     `json:"smallImages"`
+	LargeNodes  int     `json:"largeNodes"`
+	LargeImages int     `json:"largeImages"`
+	// Alone and Beside are the small cache's operations; Large the large cache's.
+	Alone  *Phase `json:"alone"`
+	Beside *Phase `json:"beside"`
+	Large  *Phase `json:"large"`
+	// LargeJobsAtSmallCreate are the large cache's Jobs in flight when the small one was
+	// created; LargeRunning says the large one had not ended when the small one did.
+	LargeJobsAtSmallCreate int     `json:"largeJobsInFlightAtSmallCreate"`
+	LargeRunning           bool    `json:"largeRunningAtSmallFinal"`
+	Ratio                  float64 `json:"besideOverAlone"`
+}
+
 // Report is docs/benchmarks.json; docs/benchmarks.md renders it.
 type Report struct {
 	Generated       string  `json:"generated"`
 	DurationMinutes float64 `json:"durationMinutes"`
 	Machine         Machine `json:"machine"`
 	Config          Config  `json:"config"`
-	// Scenarios are in scenario order, 1 to 7: the benchmark's merge (BENCH_MERGE) reads a
+	// Scenarios are in scenario order, 1 to 10: the benchmark's merge (BENCH_MERGE) reads a
 	// field's place as its scenario's number.
 	Scenarios struct {
 		ColdCache     *ColdResult     `json:"coldCache,omitempty"`
@@ -366,6 +417,9 @@ type Report struct {
 		HeldNodes     *HeldResult     `json:"heldNodes,omitempty"`
 		WarmRefresh   *WarmResult     `json:"warmRefresh,omitempty"`
 		Original      *OriginalResult `json:"original,omitempty"`
+		ScaleCold     *ScaleResult    `json:"scaleCold,omitempty"`
+		ScaleWarm     *WarmResult     `json:"scaleWarmRefresh,omitempty"`
+		SmallBeside   *FairnessResult `json:"smallBesideLarge,omitempty"`
 	} `json:"scenarios"`
 	Targets []Target `json:"targets"`
 	// Profiles are `go tool pprof -top` of the controller during scenario 1.

@@ -199,3 +199,54 @@ func TestOriginalBesideOurs(t *testing.T) {
 	g.Expect(page).To(ContainSubstring("the original is v0.10.0, built from its source"))
 	g.Expect(page).To(ContainSubstring("| the original v0.10.0 | scenario 7, default caps |"))
 }
+
+// Scenarios 8 to 10 are held against issue 30's targets, their rows stand after the
+// lower-numbered scenarios' (10 after 2, not beside 1), and their sections render.
+func TestScaleScenarios(t *testing.T) {
+	g := NewWithT(t)
+	ok := &StatusFigures{Status: "Succeeded", Counts: v1alpha2.Counts{Desired: 100, AlreadyPresent: 100}}
+	r := &Report{}
+	r.Scenarios.NewNodes = &NewNodesResult{NewNodes: 1, Images: 10, Phase: &Phase{Caps: Caps{MaxJobsPerNode: 2}}}
+	r.Scenarios.ScaleCold = &ScaleResult{NodesWanted: 5000, Nodes: 3500, ShortBy: "nodes 3500 to 3999 did not settle", Images: 10, Pairs: 35000,
+		Floor: &FloorResult{Seconds: 100}, Exact: true, WritesPerPair: 0.21, RSSPerNodeKiB: 20,
+		Phase: &Phase{Seconds: 120, RatioToFloor: 1.2, ControllerStartRSSMiB: 60, ControllerPeakRSSMiB: 130}}
+	r.Scenarios.ScaleWarm = &WarmResult{Nodes: 2, Images: 50, Pairs: 100, WritesPerPair: 0.02,
+		Phase: &Phase{Seconds: 4, Status: ok, Requests: RequestDelta{ByVerbResource: map[string]int{"patch imagecaches": 2}}}}
+	r.Scenarios.SmallBeside = &FairnessResult{SmallNodes: 2, SmallImages: 10, LargeNodes: 1000, LargeImages: 10, Ratio: 2.5, LargeRunning: true,
+		Alone: &Phase{Seconds: 4, Status: ok}, Beside: &Phase{Seconds: 10, Status: ok}, Large: &Phase{Seconds: 200, Status: ok}}
+	r.Targets = r.EvalTargets()
+	byFigure := map[string]Target{}
+	for _, t := range r.Targets {
+		byFigure[t.Scenario+" "+t.Figure] = t
+	}
+	g.Expect(byFigure).To(HaveKeyWithValue("8 kwok nodes the sandbox held", And(HaveField("Pass", "pass"), HaveField("Value", ContainSubstring("3500 of 5000 (nodes 3500")))))
+	g.Expect(byFigure).To(HaveKeyWithValue("8 final status: every pair succeeded, counts exact", HaveField("Pass", "pass")))
+	g.Expect(byFigure).To(HaveKeyWithValue("8 time to final status / one-Job-per-node floor", HaveField("Value", "1.20x (120 s / 100 s)")))
+	g.Expect(byFigure).To(HaveKeyWithValue("8 API writes per (image, node)", HaveField("Pass", "pass")))
+	g.Expect(byFigure).To(HaveKeyWithValue("8 controller peak RSS", HaveField("Pass", "pass")))
+	g.Expect(byFigure).To(HaveKeyWithValue("9 Jobs created by a warm refresh (every image in node status)", HaveField("Pass", "pass")))
+	g.Expect(byFigure).To(HaveKeyWithValue("9 API writes per (image, node) in a warm refresh at scale", HaveField("Pass", "pass")))
+	const fair = "10 a 2 × 10 cache's time to final status beside a 1000 × 10 one / alone"
+	g.Expect(byFigure).To(HaveKeyWithValue(fair, And(HaveField("Value", "2.50x (10.0 s / 4.0 s)"), HaveField("Pass", "pass"))))
+
+	md := r.Markdown(nil)
+	g.Expect(strings.Index(md, "| 10 | a 2 × 10")).To(BeNumerically(">", strings.Index(md, "| 9 | Jobs created")))
+	g.Expect(strings.Index(md, "| 9 | Jobs created")).To(BeNumerically(">", strings.Index(md, "| 2 | first Job")))
+	g.Expect(md).To(ContainSubstring("## Scenario 8: cold cache at the largest cluster, 3500 nodes × 10 images (35000 pulls), default caps"))
+	g.Expect(md).To(ContainSubstring("| controller peak RSS at 5000 nodes by that slope | 158 MiB |"))
+	g.Expect(md).To(ContainSubstring("## Scenario 9: warm refresh at the largest cluster, 2 nodes × 50 images"))
+	g.Expect(md).To(ContainSubstring("the nodes hold no other images"))
+	g.Expect(md).To(ContainSubstring("## Scenario 10: a 2 × 10 cache created while a 1000 × 10 cache runs"))
+
+	// A trial at a few hundred nodes is not the largest cluster, even with every node held.
+	r.Scenarios.ScaleCold.Nodes, r.Scenarios.ScaleCold.NodesWanted, r.Scenarios.ScaleCold.ShortBy = 600, 600, ""
+	g.Expect(r.EvalTargets()).To(ContainElement(And(HaveField("Figure", "kwok nodes the sandbox held"), HaveField("Value", "600 of 600"), HaveField("Pass", "FAIL"))))
+
+	// The ratio holds only while the large cache runs, and beyond 3x it fails.
+	r.Scenarios.SmallBeside.LargeRunning = false
+	g.Expect(r.EvalTargets()).To(ContainElement(And(HaveField("Scenario", "10"), HaveField("Pass", "FAIL"), HaveField("Value", ContainSubstring("ended first")))))
+	r.Scenarios.SmallBeside.LargeRunning, r.Scenarios.SmallBeside.Ratio = true, 3.1
+	g.Expect(r.EvalTargets()).To(ContainElement(And(HaveField("Scenario", "10"), HaveField("Pass", "FAIL"))))
+	r.Scenarios.ScaleWarm.Phase.Jobs.Created = 1
+	g.Expect(r.EvalTargets()).To(ContainElement(And(HaveField("Figure", HavePrefix("Jobs created by a warm refresh")), HaveField("Pass", "FAIL"))))
+}
