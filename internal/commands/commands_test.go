@@ -35,6 +35,8 @@ func TestMainRefusesBadInput(t *testing.T) {
 		{args: []string{"controller", "--image-pull-policy=Never"}, wantCode: 1, wantErr: "use one of IfNotPresent, Always"},
 		{args: []string{"controller", "--image-cache-refresh-frequency=-5m"}, wantCode: 1, wantErr: "is negative"},
 		{args: []string{"controller", "--max-concurrent-jobs=0"}, wantCode: 1, wantErr: "--max-concurrent-jobs: 0 is too small"},
+		{args: []string{"controller", "--max-job-start-delay=500ms"}, wantCode: 1,
+			wantErr: `invalid value "500ms" for flag --max-job-start-delay: "500ms" is too short: use 0s (off) or at least 1s`},
 		{args: []string{"controller", "--node-startup-taint=kubefledged.io/caching:NoScheduled"}, wantCode: 1,
 			wantErr: `kubefledged controller: invalid value "kubefledged.io/caching:NoScheduled" for flag --node-startup-taint: "kubefledged.io/caching:NoScheduled": the effect "NoScheduled" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
 		{args: []string{"controller", "--node-startup-taint=kubefledged.io/caching=true:NoSchedule"}, wantCode: 1,

@@ -74,6 +74,7 @@ type ControllerOptions struct {
 	Workers             cli.PositiveInt
 	MaxJobs             cli.PositiveInt
 	MaxJobsPerNode      cli.PositiveInt
+	JobStartTarget      cli.Duration
 	StartupTaint        StartupTaintFlag
 	StartupTaintTimeout cli.Duration
 	// Granularity is --pull-job-granularity; zero is per node, the default.
@@ -153,12 +154,14 @@ func NewControllerOptions() *ControllerOptions {
 			SecureMetrics:           true,
 			ProbeAddr:               ":8081",
 		},
-		Logging:             newLogging(),
-		QPS:                 cli.PositiveInt{Value: 100, Min: 1},
-		Burst:               cli.PositiveInt{Value: 200, Min: 1},
-		Workers:             cli.PositiveInt{Value: 4, Min: 1},
-		MaxJobs:             cli.PositiveInt{Value: 100, Min: 1},
-		MaxJobsPerNode:      cli.PositiveInt{Value: 2, Min: 1},
+		Logging:        newLogging(),
+		QPS:            cli.PositiveInt{Value: 100, Min: 1},
+		Burst:          cli.PositiveInt{Value: 200, Min: 1},
+		Workers:        cli.PositiveInt{Value: 4, Min: 1},
+		MaxJobs:        cli.PositiveInt{Value: 100, Min: 1},
+		MaxJobsPerNode: cli.PositiveInt{Value: 2, Min: 1},
+		// A Job's start delay is read from timestamps to the second.
+		JobStartTarget:      cli.Duration{Value: 2 * time.Second, Min: time.Second, ZeroOK: true},
 		StartupTaintTimeout: cli.Duration{Value: 10 * time.Minute, Min: time.Second},
 		InstallClaim:        ClaimFlag{Value: defaultClaim()},
 		LeaseDuration:       cli.Duration{Value: claim.DefaultTimings.Duration, Min: time.Second},
@@ -207,6 +210,8 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.MaxJobs, "max-concurrent-jobs", "image pulls and deletes in flight at once across all caches, shared fairly between them; a node Job counts one "+
 		"(its pod pulls its images one at a time), or as many as its node's label kubefledged.io/parallel-image-pulls says")
 	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "image pulls and deletes in flight at once on one node, counted as for --max-concurrent-jobs")
+	fs.Var(&o.JobStartTarget, "max-job-start-delay", "how long the cluster's Job controller may take to start a Job (its status.startTime) before fewer Jobs are let in flight "+
+		"than --max-concurrent-jobs, so that its queue stays short and a new cache's Jobs do not wait behind a large one's; 0: the caps alone")
 	fs.Var(&o.StartupTaint, "node-startup-taint", "KEY[:EFFECT] of the taint new nodes register with, e.g. kubefledged.io/caching:NoSchedule: "+
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")
@@ -488,6 +493,7 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 			MaxConcurrentReconciles: o.Workers.Value,
 			MaxJobs:                 o.MaxJobs.Value,
 			MaxJobsPerNode:          o.MaxJobsPerNode.Value,
+			JobStartTarget:          o.JobStartTarget.Value,
 			Granularity:             o.Granularity,
 			PinImages:               o.PinImages,
 		},
@@ -523,7 +529,8 @@ func RunController(ctx context.Context, cfg *rest.Config, o *ControllerOptions) 
 	ctrl.Log.WithName("controller").Info("starting", "jobRetentionPolicy", o.Retention.String(), "pullJobGranularity", o.Granularity.String(),
 		"imagePullDeadlineDuration", o.Deadline.Value.String(), "imageCacheRefreshFrequency", o.RefreshEvery.Value.String(),
 		"nodeStartupTaint", o.StartupTaint.String(), "nodeStartupTaintTimeout", o.StartupTaintTimeout.Value.String(),
-		"installClaim", o.InstallClaim.String(), "pinImages", o.PinImages)
+		"installClaim", o.InstallClaim.String(), "pinImages", o.PinImages,
+		"maxConcurrentJobs", o.MaxJobs.Value, "maxConcurrentJobsPerNode", o.MaxJobsPerNode.Value, "maxJobStartDelay", o.JobStartTarget.Value.String())
 	return mgr.Start(ctx)
 }
 

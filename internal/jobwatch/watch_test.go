@@ -25,7 +25,7 @@ func fullJob() *batchv1.Job {
 		},
 		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.test/a:1"}}}}},
-		Status: batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{
+		Status: batchv1.JobStatus{Failed: 1, StartTime: &now, Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}},
 	}
 }
@@ -36,7 +36,7 @@ func TestRecord(t *testing.T) {
 		in    any
 		check func(g Gomega, out any)
 	}{
-		{"a Job keeps its identity, controller and conditions", fullJob(), func(g Gomega, out any) {
+		{"a Job keeps its identity, controller, start and conditions", fullJob(), func(g Gomega, out any) {
 			j := out.(*Job)
 			want := fullJob()
 			g.Expect(j.ObjectMeta).To(Equal(metav1.ObjectMeta{
@@ -45,13 +45,14 @@ func TestRecord(t *testing.T) {
 				OwnerReferences: want.OwnerReferences,
 			}))
 			g.Expect(j.Conditions).To(Equal(want.Status.Conditions))
+			g.Expect(j.StartTime).To(Equal(want.Status.StartTime))
 			g.Expect(metav1.GetControllerOf(j)).To(Equal(&want.OwnerReferences[0]))
 		}},
 		{"as a Job it has only those", fullJob(), func(g Gomega, out any) {
 			j := out.(*Job).AsJob()
 			g.Expect(j.Spec).To(Equal(batchv1.JobSpec{}))
 			g.Expect(j.Labels).To(BeNil())
-			g.Expect(j.Status).To(Equal(batchv1.JobStatus{Conditions: fullJob().Status.Conditions}))
+			g.Expect(j.Status).To(Equal(batchv1.JobStatus{StartTime: fullJob().Status.StartTime, Conditions: fullJob().Status.Conditions}))
 		}},
 		{"a delete Job in the controller's namespace keeps the annotation naming its cache", func() *batchv1.Job {
 			j := fullJob()
@@ -83,6 +84,8 @@ func TestDeepCopyObjectIsDeep(t *testing.T) {
 	g.Expect(cp).To(Equal(orig))
 	cp.Conditions[0].Reason = "changed"
 	cp.OwnerReferences[0].Name = "changed"
+	cp.StartTime.Time = cp.StartTime.Add(time.Hour)
 	g.Expect(orig.Conditions[0].Reason).To(Equal("BackoffLimitExceeded"))
 	g.Expect(orig.OwnerReferences[0].Name).To(Equal("c"))
+	g.Expect(orig.StartTime.Hour()).To(Equal(9))
 }

@@ -42,6 +42,13 @@ var (
 		Name: "kubefledged_jobs_in_flight",
 		Help: "Jobs created and not yet settled, across all caches.",
 	})
+	// JobsWindow is the cap on JobsInFlight now: --max-concurrent-jobs, or
+	// less while the Job controller starts Jobs later than
+	// --max-job-start-delay (pacing.Window).
+	JobsWindow = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubefledged_jobs_window",
+		Help: "The most Jobs let in flight now: --max-concurrent-jobs, or fewer while the cluster's Job controller starts Jobs later than --max-job-start-delay.",
+	})
 	// NodeHoldSeconds observes, for each node released from the startup
 	// taint, the time from its creation to the release, by why it was
 	// released (cached, failed, no_cache, timeout): what the taint cost
@@ -69,7 +76,7 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 
 func init() {
 	crmetrics.Registry.MustRegister(JobsCreated, JobsFinished, ImagePulls, OperationDuration, JobsInFlight,
-		NodeHoldSeconds, NodeTimeoutImages)
+		JobsWindow, NodeHoldSeconds, NodeTimeoutImages)
 	initLabelSets()
 }
 

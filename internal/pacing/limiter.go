@@ -16,6 +16,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -74,20 +75,22 @@ func Size(pending, parallel, free int) (size, slots int) {
 // its result is settled.
 type Limiter struct {
 	mu      sync.Mutex
-	max     int
 	perNode int
 	total   int
 	nodes   map[string]int
 	held    map[types.NamespacedName]int
 	waiting map[types.NamespacedName]bool
 	wake    func(types.NamespacedName)
+	window  *Window
 }
 
-// New returns a Limiter; max or perNode <= 0 means no cap. wake is called,
-// without the lock held, for each owner that waited when slots free up.
-func New(max, perNode int, wake func(types.NamespacedName)) *Limiter {
-	return &Limiter{max: max, perNode: perNode, nodes: map[string]int{}, held: map[types.NamespacedName]int{},
-		waiting: map[types.NamespacedName]bool{}, wake: wake}
+// New returns a Limiter; max or perNode <= 0 means no cap. target is the
+// Job start delay the Window keeps to under max (0: no window). wake is
+// called, without the lock held, for each owner that waited when slots free
+// up.
+func New(max, perNode int, target time.Duration, wake func(types.NamespacedName)) *Limiter {
+	return &Limiter{perNode: perNode, nodes: map[string]int{}, held: map[types.NamespacedName]int{},
+		waiting: map[types.NamespacedName]bool{}, wake: wake, window: NewWindow(max, target)}
 }
 
 // share is an owner's fair share of the global cap: the cap split evenly
@@ -102,7 +105,8 @@ func (l *Limiter) share(owner types.NamespacedName) int {
 			owners++
 		}
 	}
-	s := (l.max + owners - 1) / owners
+	limit := l.window.Limit()
+	s := (limit + owners - 1) / owners
 	return max(s, 1)
 }
 
@@ -123,8 +127,8 @@ func (l *Limiter) othersWait(owner types.NamespacedName) bool {
 // until it has its share, so its time is bounded by its own size.
 func (l *Limiter) free(owner types.NamespacedName, node string) int {
 	f := math.MaxInt
-	if l.max > 0 {
-		f = min(f, l.max-l.total)
+	if limit := l.window.Limit(); limit > 0 {
+		f = min(f, limit-l.total)
 		if l.othersWait(owner) {
 			f = min(f, l.share(owner)-l.held[owner])
 		}
@@ -170,9 +174,14 @@ func (l *Limiter) Release(owner types.NamespacedName, node string, slots int) {
 	}
 	// Waiters stay registered (they count for the fair share) until they
 	// get a slot or end; each is woken to try again.
+	l.wakeWaiters(owner)
+}
+
+// wakeWaiters unlocks l and wakes every waiting owner but except.
+func (l *Limiter) wakeWaiters(except types.NamespacedName) {
 	var wake []types.NamespacedName
 	for w := range l.waiting {
-		if w != owner {
+		if w != except {
 			wake = append(wake, w)
 		}
 	}
@@ -182,6 +191,49 @@ func (l *Limiter) Release(owner types.NamespacedName, node string, slots int) {
 			l.wake(w)
 		}
 	}
+}
+
+// Sent notes that Job job (namespace/name) was created at now, for the
+// Window to time its start.
+func (l *Limiter) Sent(job string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.window.Sent(job, now)
+}
+
+// Started notes that the Job controller started Job job delay after its
+// creation, seen at now (see Window.Started); when the window grows, the
+// owners that waited are woken.
+func (l *Limiter) Started(job string, delay time.Duration, now time.Time) {
+	l.mu.Lock()
+	if !l.window.Started(job, delay, now) {
+		l.mu.Unlock()
+		return
+	}
+	l.wakeWaiters(types.NamespacedName{})
+}
+
+// Gone forgets a Job deleted or settled before it was seen to start.
+func (l *Limiter) Gone(job string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.window.Gone(job)
+}
+
+// Overdue shrinks the window when a Job is still unstarted long past the
+// target at now (see Window.Overdue).
+func (l *Limiter) Overdue(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.window.Overdue(now)
+}
+
+// Limit is the cap on the slots held now: the window's size under
+// --max-concurrent-jobs (0: no cap).
+func (l *Limiter) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.window.Limit()
 }
 
 // Forget drops an owner's wait (its operation ended or its cache is gone).

@@ -149,7 +149,7 @@ func TestTake(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			woken := 0
-			l := New(tc.max, tc.perNode, func(types.NamespacedName) { woken++ })
+			l := New(tc.max, tc.perNode, 0, func(types.NamespacedName) { woken++ })
 			for k, s := range tc.steps {
 				switch {
 				case s.forget:

@@ -61,7 +61,7 @@ func (r *Reconciler) createJobs(ctx context.Context, cache *v1alpha2.ImageCache,
 	// may have taken a while.
 	now = r.Clock.Now()
 	t := r.recordCreates(key, op, todo, failed, now)
-	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	r.gaugeSlots()
 	r.settleHeld(key, op, t.failed)
 	r.reportFailedCreates(ctx, cache, op, t)
 	return r.scheduleRetry(ctx, op, t, now)
@@ -131,6 +131,7 @@ func (r *Reconciler) recordCreates(key types.NamespacedName, op *operation, todo
 		err := failed[j.name]
 		if err == nil {
 			op.table.created(j, now)
+			r.limiter.Sent(windowKey(key, j.name), now)
 			if op.nextDeadline.IsZero() {
 				op.nextDeadline = now.Add(r.Config.Deadline)
 			}
@@ -214,6 +215,7 @@ func (r *Reconciler) scheduleRetry(ctx context.Context, op *operation, t createT
 // to wait. A Job whose create is retried keeps the slots it took.
 func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]*jobRecord, bool) {
 	key := client.ObjectKeyFromObject(cache)
+	r.limiter.Overdue(r.Clock.Now())
 	grant := func(node string, want, parallel int) (int, int) { return r.limiter.Take(key, node, want, parallel) }
 	planned, waiting := jobs.Layout(cache.Name, op.id, op.table.pending(), r.Config.Granularity, grant)
 	return op.table.toCreate(op.table.lay(planned)), waiting
@@ -227,6 +229,18 @@ func (r *Reconciler) releaseJob(key types.NamespacedName, op *operation, j *jobR
 	}
 	j.held = false
 	r.limiter.Release(key, j.slots.node, j.slots.n)
+	r.limiter.Gone(windowKey(key, j.name))
+}
+
+// windowKey names Job job of the cache key for the pacing window: Job names
+// are unique only within a namespace.
+func windowKey(key types.NamespacedName, job string) string { return key.String() + "/" + job }
+
+// gaugeSlots sets the pacing gauges: the slots held, and the window that
+// caps them.
+func (r *Reconciler) gaugeSlots() {
+	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	metrics.JobsWindow.Set(float64(r.limiter.Limit()))
 }
 
 // createFailure says what a failed create means for its pair: an outcome,

@@ -199,7 +199,7 @@ func (r *Reconciler) createPins(ctx context.Context, cache *v1alpha2.ImageCache,
 	if len(left) == 0 {
 		r.limiter.Forget(key)
 	}
-	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	r.gaugeSlots()
 }
 
 // settlePins settles the pin Jobs that finished or reached their deadline,

@@ -31,7 +31,6 @@ import (
 	"github.com/kubefledged/kube-fledged/internal/heldledger"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/jobwatch"
-	"github.com/kubefledged/kube-fledged/internal/metrics"
 	"github.com/kubefledged/kube-fledged/internal/pacing"
 	"github.com/kubefledged/kube-fledged/internal/plan"
 )
@@ -59,6 +58,10 @@ type Config struct {
 	// MaxJobs and MaxJobsPerNode are --max-concurrent-jobs and
 	// --max-concurrent-jobs-per-node (0: no cap).
 	MaxJobs, MaxJobsPerNode int
+	// JobStartTarget is --max-job-start-delay: how long the Job
+	// controller may take to start a Job before fewer are let in flight
+	// (pacing.Window; 0: the caps alone).
+	JobStartTarget time.Duration
 	// WriteParallelism bounds the API writes one reconcile sends at once:
 	// Job creates, deletes and patches alike.
 	WriteParallelism int
@@ -157,7 +160,7 @@ func (r *Reconciler) init() {
 	r.ops = newTracker(r.Held)
 	r.pinned = newPinLedger()
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha2.ImageCache], 1024)
-	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.wakeUp)
+	r.limiter = pacing.New(r.Config.MaxJobs, r.Config.MaxJobsPerNode, r.Config.JobStartTarget, r.wakeUp)
 }
 
 // perNode says whether pulls run in node Jobs.
@@ -311,6 +314,7 @@ func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
 		if j.held {
 			j.held = false
 			r.limiter.Release(k, j.slots.node, j.slots.n)
+			r.limiter.Gone(windowKey(k, j.name))
 		}
 	}
 	if op.pins != nil {
@@ -321,7 +325,7 @@ func (r *Reconciler) releaseAll(k types.NamespacedName, op *operation) {
 			}
 		}
 	}
-	metrics.JobsInFlight.Set(float64(r.limiter.InFlight()))
+	r.gaugeSlots()
 }
 
 // adopt takes over a cache the original left finished when no operation is

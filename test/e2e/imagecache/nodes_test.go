@@ -312,6 +312,49 @@ func TestPacingCountsPulls(t *testing.T) {
 	}
 }
 
+// TestPacingWindow: below --max-concurrent-jobs, the Jobs in flight follow the
+// real Job controller (pacing.Window): ten at first, and an eleventh only once the
+// Job controller has started one of them (status.startTime, read through the
+// controller's own Job informer) or one has ended. Twelve nodes of one image make
+// twelve Jobs at either granularity, which no other cap holds back.
+func TestPacingWindow(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rec := framework.RecordJobs(t, kube, ns, nil)
+	specs := make([]sandbox.NodeSpec, 12)
+	for i := range specs {
+		specs[i].Name = fmt.Sprintf("n%02d", i)
+	}
+	_, sel := nodePool(t, g, "window", specs...)
+	runController(t, nil)
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "window", withSelector(sel, "example.test/window-"+ns+":1")))).To(Succeed())
+	c := framework.Final(g, k8s, client.ObjectKey{Namespace: ns, Name: "window"}, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
+	g.Expect(c.Status.Counts.Succeeded).To(BeEquivalentTo(len(specs)))
+	g.Eventually(func() int { _, _, total := inFlight(rec.Events()); return total }).WithTimeout(framework.ClusterTimeout).Should(Equal(len(specs)))
+
+	// The recorder's watch delivers the Jobs' changes in the order the API
+	// server made them: a start the controller acted on comes before the
+	// Job it then created.
+	added, startedOrEnded := 0, false
+	for _, ev := range rec.Events() {
+		j := &ev.Job
+		if ev.Type == watch.Added {
+			added++
+			if added == 11 {
+				break
+			}
+			continue
+		}
+		if j.Status.StartTime != nil || finished(j) || ev.Type == watch.Deleted {
+			startedOrEnded = true
+		}
+	}
+	g.Expect(added).To(Equal(11))
+	g.Expect(startedOrEnded).To(BeTrue(), "the eleventh Job was created before any of the first ten had started or ended")
+}
+
 // inFlight replays a namespace's Job events and tells how many Jobs existed unfinished at
 // once, overall and per node, and how many were created.
 func inFlight(events []framework.JobEvent) (peak, peakPerNode, total int) {

@@ -1,0 +1,165 @@
+package pacing
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+
+// windowStep is one event a Window sees at t0+at: Jobs sent, gone, or
+// started delay after their creation, or an overdue check; want is its
+// Limit after, wantGrew whether a start said it grew.
+type windowStep struct {
+	at         time.Duration
+	sent, gone []string
+	started    []string
+	delay      time.Duration
+	overdue    bool
+	want       int
+	wantGrew   bool
+}
+
+func jobNames(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return names
+}
+
+func TestWindow(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		name   string
+		max    int
+		target time.Duration
+		steps  []windowStep
+	}{{
+		name: "no target: the cap alone", max: 100,
+		steps: []windowStep{
+			{sent: []string{"j"}, want: 100},
+			{at: time.Hour, started: []string{"j"}, delay: time.Hour, want: 100},
+			{at: time.Hour, overdue: true, want: 100},
+		},
+	}, {
+		name: "starts at ten below a larger cap and grows by one per prompt start", max: 100, target: 2 * s,
+		steps: []windowStep{
+			{want: 10},
+			{sent: jobNames("a", 10), want: 10},
+			{at: s, started: []string{"a0"}, delay: s, want: 11, wantGrew: true},
+			{at: s, started: jobNames("a", 10)[1:], want: 20, wantGrew: true},
+		},
+	}, {
+		name: "a small cap is the floor and the ceiling", max: 3, target: 2 * s,
+		steps: []windowStep{
+			{sent: []string{"a", "b"}, want: 3},
+			{at: 10 * s, started: []string{"a"}, delay: 10 * s, want: 3},
+			{at: 10 * s, started: []string{"b"}, want: 3},
+		},
+	}, {
+		name: "never past the cap", max: 12, target: 2 * s,
+		steps: []windowStep{
+			{sent: jobNames("a", 5), want: 10},
+			{started: jobNames("a", 5), want: 12, wantGrew: true},
+		},
+	}, {
+		name: "near the target it grows by one per window of starts", max: 100, target: 2 * s,
+		steps: []windowStep{
+			{sent: jobNames("a", 11), want: 10},
+			{at: 2 * s, started: jobNames("a", 10), delay: 2 * s, want: 10},
+			{at: 2 * s, started: []string{"a10"}, delay: 2 * s, want: 11, wantGrew: true},
+		},
+	}, {
+		name: "a late start cuts it by 30%, once per queue's worth of time", max: 100, target: 2 * s,
+		steps: []windowStep{
+			{sent: jobNames("a", 40), want: 10},
+			{started: jobNames("a", 30), want: 40, wantGrew: true},
+			{sent: jobNames("b", 10), at: s, want: 40},
+			// b0 took 4 s: the Jobs created in those 4 s are still queued
+			{at: 5 * s, started: []string{"b0"}, delay: 4 * s, want: 28},
+			{at: 6 * s, started: []string{"b1"}, delay: 5 * s, want: 28},
+			{at: 9 * s, started: []string{"b2"}, delay: 8 * s, want: 19},
+			{at: 20 * s, started: []string{"b3"}, delay: 3 * s, want: 13},
+			// never below the floor
+			{at: 40 * s, started: []string{"b4"}, delay: 3 * s, want: 10},
+			{at: 80 * s, started: []string{"b5"}, delay: 3 * s, want: 10},
+		},
+	}, {
+		name: "an unstarted Job past twice the target cuts it (a stopped Job controller)", max: 100, target: 2 * s,
+		steps: []windowStep{
+			{sent: jobNames("a", 20), want: 10},
+			{started: jobNames("a", 19), want: 29, wantGrew: true},
+			{at: 4 * s, overdue: true, want: 29},
+			{at: 5 * s, overdue: true, want: 20},
+			{at: 9 * s, overdue: true, want: 20},
+			{at: 11 * s, overdue: true, want: 14},
+			// a Job gone unstarted is no longer waited for
+			{at: 11 * s, gone: []string{"a19"}, want: 14},
+			{at: time.Minute, overdue: true, want: 14},
+		},
+	}, {
+		name: "a start of a Job it never sent, or twice, is no sign", max: 100, target: 2 * s,
+		steps: []windowStep{
+			{sent: []string{"a"}, want: 10},
+			{started: []string{"a", "a", "x"}, want: 11, wantGrew: true},
+			{at: time.Minute, started: []string{"a", "x"}, delay: time.Minute, want: 11},
+		},
+	}, {
+		name: "no cap: the window alone", target: 2 * s,
+		steps: []windowStep{
+			{sent: jobNames("a", 200), want: 10},
+			{started: jobNames("a", 200), want: 210, wantGrew: true},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := NewWindow(tc.max, tc.target)
+			for k, st := range tc.steps {
+				now := t0.Add(st.at)
+				for _, j := range st.sent {
+					w.Sent(j, now)
+				}
+				for _, j := range st.gone {
+					w.Gone(j)
+				}
+				grew := false
+				for _, j := range st.started {
+					grew = w.Started(j, st.delay, now) || grew
+				}
+				if st.overdue {
+					w.Overdue(now)
+				}
+				g.Expect(w.Limit()).To(Equal(st.want), "step %d: limit", k)
+				g.Expect(grew).To(Equal(st.wantGrew), "step %d: grew", k)
+			}
+		})
+	}
+}
+
+// TestLimiterWindow: the limiter caps at the window, not the cap, and wakes
+// the owners that waited when the window grows.
+func TestLimiterWindow(t *testing.T) {
+	g := NewWithT(t)
+	var woken []types.NamespacedName
+	l := New(100, 0, 2*time.Second, func(o types.NamespacedName) { woken = append(woken, o) })
+	for i := range 10 {
+		_, slots := l.Take(a, fmt.Sprintf("n%d", i), 1, 1)
+		g.Expect(slots).To(Equal(1))
+		l.Sent(fmt.Sprintf("ns/a%d", i), t0)
+	}
+	g.Expect(l.Limit()).To(Equal(10))
+	_, slots := l.Take(b, "m0", 1, 1)
+	g.Expect(slots).To(BeZero(), "the window is full")
+	l.Started("ns/a0", 0, t0.Add(time.Second))
+	g.Expect(woken).To(Equal([]types.NamespacedName{b}), "b waited and the window grew")
+	_, slots = l.Take(b, "m0", 1, 1)
+	g.Expect(slots).To(Equal(1))
+	l.Gone("ns/a1")
+	l.Overdue(t0.Add(10 * time.Second))
+	g.Expect(l.Limit()).To(Equal(10), "an unstarted Job past twice the target cut the window of 11 to its floor")
+}
