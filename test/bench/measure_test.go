@@ -65,6 +65,9 @@ func (e *env) statusWrites(p *phase, cache string, from, to time.Time) {
 	p.StatusWrites = len(ts)
 	if d := to.Sub(from).Seconds(); d > 0 {
 		p.StatusWritesPerSecond = round(float64(len(ts))/d, 2)
+		if d := round(d, 2); d != p.Seconds {
+			p.StatusWritesSeconds = d
+		}
 	}
 	perSecond := map[int64]int{}
 	for _, t := range ts {

@@ -208,6 +208,7 @@ func (e *env) newNodes(ns string) (*newNodesResult, error) {
 	p.Jobs = jw.figures()
 	p.Status = statusOf(final)
 	e.statusWrites(p, cacheName, began, done)
+	p.StatusOperations = r.Operations
 	r.Phase = p
 	e.t.Logf("scenario 2: %s in %.1fs after the last node was Ready; first Job per node at most %.1fs after Ready; %d Jobs on other nodes; %d of %d new nodes without every image",
 		p.Status.Status, p.Seconds, r.FirstJobAfterReadyMax, r.JobsOnOtherNodes, len(r.NodesNotPulled), len(names))

@@ -176,8 +176,15 @@ type Phase struct {
 	StatusWrites              int     `json:"statusWrites"`
 	StatusWritesPerSecond     float64 `json:"statusWritesPerSecond"`
 	StatusWritesPeakPerSecond int     `json:"statusWritesPeakPerSecond"`
-	CleanupSeconds            float64 `json:"cleanupSeconds"`
-	Profile                   string  `json:"profile,omitempty"`
+	// StatusWritesSeconds is the span the status writes were counted over
+	// where it is not Seconds (scenario 2 counts from the nodes' creation,
+	// its time from the last node Ready); 0: Seconds.
+	StatusWritesSeconds float64 `json:"statusWritesSeconds,omitempty"`
+	// StatusOperations is how many operations those writes span, each with
+	// its own start and final write; 0 counts as one.
+	StatusOperations int     `json:"statusOperations,omitempty"`
+	CleanupSeconds   float64 `json:"cleanupSeconds"`
+	Profile          string  `json:"profile,omitempty"`
 }
 
 type StatusFigures struct {

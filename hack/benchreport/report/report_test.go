@@ -250,3 +250,24 @@ func TestScaleScenarios(t *testing.T) {
 	r.Scenarios.ScaleWarm.Phase.Jobs.Created = 1
 	g.Expect(r.EvalTargets()).To(ContainElement(And(HaveField("Figure", HavePrefix("Jobs created by a warm refresh")), HaveField("Pass", "FAIL"))))
 }
+
+// Progress writes per second leave out the start and final write of every
+// operation the writes span, over the span they were counted in: scenario 2
+// counts from the nodes' creation, and its new nodes can start a second
+// operation while the first runs.
+func TestProgressWritesPerSecond(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Phase
+		want float64
+	}{
+		{"one operation over its own time", Phase{Seconds: 40, StatusWrites: 42}, 1},
+		{"a span longer than the phase's time", Phase{Seconds: 4.2, StatusWrites: 8, StatusWritesSeconds: 6}, 1},
+		{"two operations", Phase{Seconds: 4.2, StatusWrites: 8, StatusWritesSeconds: 8, StatusOperations: 2}, 0.5},
+		{"no time", Phase{StatusWrites: 3}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(progressWritesPerSecond(&tc.p)).To(BeNumerically("~", tc.want, 1e-9))
+		})
+	}
+}
