@@ -31,13 +31,15 @@ type controller struct {
 }
 
 // defaultCaps are the controller's defaults (--max-concurrent-jobs 100,
-// --max-concurrent-jobs-per-node 2, --kube-api-qps 100, --kube-api-burst 200).
-var defaultCaps = caps{Name: "default caps", MaxJobs: 100, MaxJobsPerNode: 2, QPS: 100, Burst: 200}
+// --max-concurrent-jobs-per-node 2, --kube-api-qps 100, --kube-api-burst 200,
+// --max-job-start-delay 2s).
+var defaultCaps = caps{Name: "default caps", MaxJobs: 100, MaxJobsPerNode: 2, QPS: 100, Burst: 200, JobStartDelay: "2s"}
 
-// openCaps cannot bind at the benchmark's scale: more slots than Jobs, and a
-// client rate limit far above what the API server takes on this machine.
+// openCaps cannot bind at the benchmark's scale: more slots than Jobs, no
+// pacing window, and a client rate limit far above what the API server takes
+// on this machine.
 func openCaps(jobs, perNode int) caps {
-	return caps{Name: report.OpenCapsName, MaxJobs: jobs + 1, MaxJobsPerNode: perNode + 1, QPS: 5000, Burst: 10000}
+	return caps{Name: report.OpenCapsName, MaxJobs: jobs + 1, MaxJobsPerNode: perNode + 1, QPS: 5000, Burst: 10000, JobStartDelay: "0s"}
 }
 
 // benchControllerNamespace is the controller's namespace, where its delete
@@ -67,6 +69,7 @@ func startController(binary, kubeconfig, logPath string, c caps, extra ...string
 		"--image-cache-refresh-frequency=0s",
 		"--max-concurrent-jobs=" + strconv.Itoa(c.MaxJobs),
 		"--max-concurrent-jobs-per-node=" + strconv.Itoa(c.MaxJobsPerNode),
+		"--max-job-start-delay=" + c.JobStartDelay,
 		"--kube-api-qps=" + strconv.Itoa(c.QPS),
 		"--kube-api-burst=" + strconv.Itoa(c.Burst),
 		// Node Jobs are what issue 18's targets are about: named, so that a

@@ -75,6 +75,9 @@ type Caps struct {
 	MaxJobsPerNode int    `json:"maxConcurrentJobsPerNode"`
 	QPS            int    `json:"kubeAPIQPS"`
 	Burst          int    `json:"kubeAPIBurst"`
+	// JobStartDelay is --max-job-start-delay, the pacing window's target
+	// ("0s": off); empty in runs from before it.
+	JobStartDelay string `json:"maxJobStartDelay,omitempty"`
 }
 
 // FloorResult is what the control plane alone takes for the same pulls:
