@@ -15,8 +15,8 @@ import "time"
 // set its status.startTime), so the window is sized on that delay, as a
 // delay-based congestion window is: it grows while Jobs start within
 // half the target, grows slowly up to the target, and shrinks by 30% when a
-// Job takes longer to start, or is still unstarted past the target, at most
-// once per queue's worth of time. Jobs already running take no queue time;
+// Job takes longer to start, or is still unstarted at twice the target, at
+// most once per queue's worth of time. Jobs already running take no queue time;
 // the large cache keeps the Job controller busy and loses nothing, and a
 // newcomer's Jobs start within about the target.
 //
