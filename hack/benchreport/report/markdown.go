@@ -464,7 +464,7 @@ func (r *Report) Markdown(limits []byte) string {
 	m.p("  *other* is the machine's busy time (`/proc/stat`) that none of them used.")
 	m.p("- **Non-binding caps**: `--max-concurrent-jobs` above the number of pulls, `--max-concurrent-jobs-per-node`")
 	m.p("  above the images, `--kube-api-qps 5000 --kube-api-burst 10000`. **Default caps**: the flags' defaults (100,")
-	m.p("  2, 100, 200). The pull deadline is %s in scenarios 1-3, 5 and 6 so that no Job of a loaded control plane expires.", c.Deadline)
+	m.p("  2, 100, 200)%s. The pull deadline is %s in scenarios 1-3, 5 and 6 so that no Job of a loaded control plane expires.", r.windowNote(), c.Deadline)
 	m.p("- **Hold** (scenario 5): per node, from the benchmark's watch first seeing the node to it seeing the node")
 	m.p("  without the startup taint; the controller's histogram counts from the node's creationTimestamp, whole seconds.")
 	m.p("- **Warm refresh** (scenario 6): the benchmark sets each node's `status.images` as a kubelet lists them (the 50")
@@ -492,6 +492,21 @@ func (r *Report) Markdown(limits []byte) string {
 }
 
 // warmSection renders a warm refresh (scenarios 6 and 9) under its heading.
+// windowNote says how scenario 1's runs set the pacing window, when they
+// record it: runs from before it had none.
+func (r *Report) windowNote() string {
+	c := r.Scenarios.ColdCache
+	if c == nil {
+		return ""
+	}
+	for _, p := range c.Runs {
+		if p.Caps.Name != OpenCapsName && p.Caps.JobStartDelay != "" {
+			return fmt.Sprintf(", with the pacing window's `--max-job-start-delay` %s; the non-binding caps turn the window off", p.Caps.JobStartDelay)
+		}
+	}
+	return ""
+}
+
 func (r *Report) warmSection(m *md, heading string, s *WarmResult) {
 	m.p("%s", heading)
 	m.p("")
