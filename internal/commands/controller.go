@@ -160,8 +160,9 @@ func NewControllerOptions() *ControllerOptions {
 		Workers:        cli.PositiveInt{Value: 4, Min: 1},
 		MaxJobs:        cli.PositiveInt{Value: 100, Min: 1},
 		MaxJobsPerNode: cli.PositiveInt{Value: 2, Min: 1},
-		// A Job's start delay is read from timestamps to the second.
-		JobStartTarget:      cli.Duration{Value: 2 * time.Second, Min: time.Second, ZeroOK: true},
+		// Below 100ms a Job controller's single API write, and the
+		// watch that reports it, would count as a queue.
+		JobStartTarget:      cli.Duration{Value: time.Second, Min: 100 * time.Millisecond, ZeroOK: true},
 		StartupTaintTimeout: cli.Duration{Value: 10 * time.Minute, Min: time.Second},
 		InstallClaim:        ClaimFlag{Value: defaultClaim()},
 		LeaseDuration:       cli.Duration{Value: claim.DefaultTimings.Duration, Min: time.Second},

@@ -125,10 +125,19 @@ func (l *Limiter) othersWait(owner types.NamespacedName) bool {
 // the slots it wants leaves the rest of the cap to the large one, and one
 // that arrives while a large one holds the cap takes every slot freed
 // until it has its share, so its time is bounded by its own size.
+//
+// An owner that holds no slot may go one past the window, never past the
+// cap: a cache created while a large one fills the window starts at once
+// instead of at the large one's next release, and one Job per cache is
+// no queue for the Job controller.
 func (l *Limiter) free(owner types.NamespacedName, node string) int {
 	f := math.MaxInt
 	if limit := l.window.Limit(); limit > 0 {
-		f = min(f, limit-l.total)
+		room := limit - l.total
+		if room <= 0 && l.held[owner] == 0 && (l.window.max <= 0 || l.total < l.window.max) {
+			room = 1
+		}
+		f = min(f, room)
 		if l.othersWait(owner) {
 			f = min(f, l.share(owner)-l.held[owner])
 		}
@@ -201,12 +210,11 @@ func (l *Limiter) Sent(job string, now time.Time) {
 	l.window.Sent(job, now)
 }
 
-// Started notes that the Job controller started Job job delay after its
-// creation, seen at now (see Window.Started); when the window grows, the
-// owners that waited are woken.
-func (l *Limiter) Started(job string, delay time.Duration, now time.Time) {
+// Started notes that Job job was seen started at now (see
+// Window.Started); when the window grows, the owners that waited are woken.
+func (l *Limiter) Started(job string, now time.Time) {
 	l.mu.Lock()
-	if !l.window.Started(job, delay, now) {
+	if !l.window.Started(job, now) {
 		l.mu.Unlock()
 		return
 	}

@@ -69,17 +69,20 @@ func (w *Window) Sent(job string, now time.Time) {
 // Gone forgets a Job that went without being seen to start.
 func (w *Window) Gone(job string) { delete(w.unstarted, job) }
 
-// Started notes that the Job controller started Job job, delay after its
-// creation, seen at now, and sizes the window on that delay. The delay is
-// the Job's status.startTime less its creationTimestamp: the API server's
-// and the Job controller's own clocks, to the second, so that this
-// controller's own lag in reading the Job counts for nothing. It says
-// whether the window grew.
-func (w *Window) Started(job string, delay time.Duration, now time.Time) bool {
-	if _, ok := w.unstarted[job]; !ok {
+// Started notes that Job job was seen started at now (its status.startTime
+// set, which the Job controller does at its first sync of the Job), and
+// sizes the window on the delay since it was sent. Both ends are this
+// controller's clock, read when the create returned and when the Job's
+// event arrived (not when a reconcile got to it): the server's timestamps
+// would do too, but they count whole seconds. It says whether the window
+// grew.
+func (w *Window) Started(job string, now time.Time) bool {
+	sent, ok := w.unstarted[job]
+	if !ok {
 		return false
 	}
 	delete(w.unstarted, job)
+	delay := now.Sub(sent)
 	if delay > w.target {
 		w.shrink(now, delay)
 		return false
@@ -99,8 +102,7 @@ func (w *Window) Started(job string, delay time.Duration, now time.Time) bool {
 // Overdue shrinks the window when a Job is still unstarted at now twice
 // the target after it was sent: a Job controller that stopped, or fell far
 // behind, says nothing through the Jobs it has not started. Twice, since
-// this is read on this controller's clock, and its reading of the start
-// may itself lag.
+// a start seen late in a busy controller is not the Job controller's lag.
 func (w *Window) Overdue(now time.Time) {
 	for _, sent := range w.unstarted {
 		if d := now.Sub(sent); d > 2*w.target {

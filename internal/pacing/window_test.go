@@ -11,14 +11,13 @@ import (
 
 var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 
-// windowStep is one event a Window sees at t0+at: Jobs sent, gone, or
-// started delay after their creation, or an overdue check; want is its
-// Limit after, wantGrew whether a start said it grew.
+// windowStep is one event a Window sees at t0+at: Jobs sent, gone, seen
+// started, or an overdue check; want is its Limit after, wantGrew whether
+// a start said it grew.
 type windowStep struct {
 	at         time.Duration
 	sent, gone []string
 	started    []string
-	delay      time.Duration
 	overdue    bool
 	want       int
 	wantGrew   bool
@@ -43,7 +42,7 @@ func TestWindow(t *testing.T) {
 		name: "no target: the cap alone", max: 100,
 		steps: []windowStep{
 			{sent: []string{"j"}, want: 100},
-			{at: time.Hour, started: []string{"j"}, delay: time.Hour, want: 100},
+			{at: time.Hour, started: []string{"j"}, want: 100},
 			{at: time.Hour, overdue: true, want: 100},
 		},
 	}, {
@@ -51,14 +50,14 @@ func TestWindow(t *testing.T) {
 		steps: []windowStep{
 			{want: 10},
 			{sent: jobNames("a", 10), want: 10},
-			{at: s, started: []string{"a0"}, delay: s, want: 11, wantGrew: true},
+			{at: s, started: []string{"a0"}, want: 11, wantGrew: true},
 			{at: s, started: jobNames("a", 10)[1:], want: 20, wantGrew: true},
 		},
 	}, {
 		name: "a small cap is the floor and the ceiling", max: 3, target: 2 * s,
 		steps: []windowStep{
 			{sent: []string{"a", "b"}, want: 3},
-			{at: 10 * s, started: []string{"a"}, delay: 10 * s, want: 3},
+			{at: 10 * s, started: []string{"a"}, want: 3},
 			{at: 10 * s, started: []string{"b"}, want: 3},
 		},
 	}, {
@@ -71,8 +70,8 @@ func TestWindow(t *testing.T) {
 		name: "near the target it grows by one per window of starts", max: 100, target: 2 * s,
 		steps: []windowStep{
 			{sent: jobNames("a", 11), want: 10},
-			{at: 2 * s, started: jobNames("a", 10), delay: 2 * s, want: 10},
-			{at: 2 * s, started: []string{"a10"}, delay: 2 * s, want: 11, wantGrew: true},
+			{at: 2 * s, started: jobNames("a", 10), want: 10},
+			{at: 2 * s, started: []string{"a10"}, want: 11, wantGrew: true},
 		},
 	}, {
 		name: "a late start cuts it by 30%, once per queue's worth of time", max: 100, target: 2 * s,
@@ -81,13 +80,13 @@ func TestWindow(t *testing.T) {
 			{started: jobNames("a", 30), want: 40, wantGrew: true},
 			{sent: jobNames("b", 10), at: s, want: 40},
 			// b0 took 4 s: the Jobs created in those 4 s are still queued
-			{at: 5 * s, started: []string{"b0"}, delay: 4 * s, want: 28},
-			{at: 6 * s, started: []string{"b1"}, delay: 5 * s, want: 28},
-			{at: 9 * s, started: []string{"b2"}, delay: 8 * s, want: 19},
-			{at: 20 * s, started: []string{"b3"}, delay: 3 * s, want: 13},
+			{at: 5 * s, started: []string{"b0"}, want: 28},
+			{at: 6 * s, started: []string{"b1"}, want: 28},
+			{at: 9 * s, started: []string{"b2"}, want: 19},
+			{at: 20 * s, started: []string{"b3"}, want: 13},
 			// never below the floor
-			{at: 40 * s, started: []string{"b4"}, delay: 3 * s, want: 10},
-			{at: 80 * s, started: []string{"b5"}, delay: 3 * s, want: 10},
+			{at: 40 * s, started: []string{"b4"}, want: 10},
+			{at: 80 * s, started: []string{"b5"}, want: 10},
 		},
 	}, {
 		name: "an unstarted Job past twice the target cuts it (a stopped Job controller)", max: 100, target: 2 * s,
@@ -107,7 +106,7 @@ func TestWindow(t *testing.T) {
 		steps: []windowStep{
 			{sent: []string{"a"}, want: 10},
 			{started: []string{"a", "a", "x"}, want: 11, wantGrew: true},
-			{at: time.Minute, started: []string{"a", "x"}, delay: time.Minute, want: 11},
+			{at: time.Minute, started: []string{"a", "x"}, want: 11},
 		},
 	}, {
 		name: "no cap: the window alone", target: 2 * s,
@@ -129,7 +128,7 @@ func TestWindow(t *testing.T) {
 				}
 				grew := false
 				for _, j := range st.started {
-					grew = w.Started(j, st.delay, now) || grew
+					grew = w.Started(j, now) || grew
 				}
 				if st.overdue {
 					w.Overdue(now)
@@ -141,25 +140,39 @@ func TestWindow(t *testing.T) {
 	}
 }
 
-// TestLimiterWindow: the limiter caps at the window, not the cap, and wakes
+// TestLimiterWindow: the limiter caps at the window, not the cap, but lets
+// an owner that holds nothing go one past it (never past the cap), and wakes
 // the owners that waited when the window grows.
 func TestLimiterWindow(t *testing.T) {
 	g := NewWithT(t)
 	var woken []types.NamespacedName
 	l := New(100, 0, 2*time.Second, func(o types.NamespacedName) { woken = append(woken, o) })
+	take := func(o types.NamespacedName, node string) int {
+		_, slots := l.Take(o, node, 1, 1)
+		return slots
+	}
 	for i := range 10 {
-		_, slots := l.Take(a, fmt.Sprintf("n%d", i), 1, 1)
-		g.Expect(slots).To(Equal(1))
+		g.Expect(take(a, fmt.Sprintf("n%d", i))).To(Equal(1))
 		l.Sent(fmt.Sprintf("ns/a%d", i), t0)
 	}
 	g.Expect(l.Limit()).To(Equal(10))
-	_, slots := l.Take(b, "m0", 1, 1)
-	g.Expect(slots).To(BeZero(), "the window is full")
-	l.Started("ns/a0", 0, t0.Add(time.Second))
-	g.Expect(woken).To(Equal([]types.NamespacedName{b}), "b waited and the window grew")
-	_, slots = l.Take(b, "m0", 1, 1)
-	g.Expect(slots).To(Equal(1))
-	l.Gone("ns/a1")
+	g.Expect(take(a, "n10")).To(BeZero(), "the window is full")
+	g.Expect(take(b, "m0")).To(Equal(1), "b holds nothing: one past the window")
+	g.Expect(take(b, "m1")).To(BeZero(), "b holds one now")
+	l.Started("ns/a0", t0.Add(time.Second))
+	g.Expect(woken).To(ContainElement(b), "b waited and the window grew")
+	g.Expect(take(b, "m1")).To(BeZero(), "the window of 11 holds 11")
+	l.Started("ns/a1", t0.Add(time.Second))
+	g.Expect(take(b, "m1")).To(Equal(1))
+	l.Gone("ns/a2")
 	l.Overdue(t0.Add(10 * time.Second))
-	g.Expect(l.Limit()).To(Equal(10), "an unstarted Job past twice the target cut the window of 11 to its floor")
+	g.Expect(l.Limit()).To(Equal(10), "an unstarted Job past twice the target cut the window of 12 to its floor")
+
+	small := New(3, 0, 2*time.Second, nil)
+	for i := range 3 {
+		_, slots := small.Take(a, fmt.Sprintf("n%d", i), 1, 1)
+		g.Expect(slots).To(Equal(1))
+	}
+	_, slots := small.Take(b, "m0", 1, 1)
+	g.Expect(slots).To(BeZero(), "never past the cap")
 }

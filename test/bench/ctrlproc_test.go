@@ -32,8 +32,8 @@ type controller struct {
 
 // defaultCaps are the controller's defaults (--max-concurrent-jobs 100,
 // --max-concurrent-jobs-per-node 2, --kube-api-qps 100, --kube-api-burst 200,
-// --max-job-start-delay 2s).
-var defaultCaps = caps{Name: "default caps", MaxJobs: 100, MaxJobsPerNode: 2, QPS: 100, Burst: 200, JobStartDelay: "2s"}
+// --max-job-start-delay 1s).
+var defaultCaps = caps{Name: "default caps", MaxJobs: 100, MaxJobsPerNode: 2, QPS: 100, Burst: 200, JobStartDelay: "1s"}
 
 // openCaps cannot bind at the benchmark's scale: more slots than Jobs, no
 // pacing window, and a client rate limit far above what the API server takes

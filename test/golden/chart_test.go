@@ -205,7 +205,7 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 		"--helper-image":                   "ghcr.io/kubefledged/kubefledged:v0.11.0",
 		"--max-concurrent-jobs":            "100",
 		"--max-concurrent-jobs-per-node":   "2",
-		"--max-job-start-delay":            "2s",
+		"--max-job-start-delay":            "1s",
 		"--node-startup-taint":             "",
 		"--node-startup-taint-timeout":     "10m",
 		"--pull-job-granularity":           "node",

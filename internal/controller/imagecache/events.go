@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubefledged/kube-fledged/internal/jobs"
+	"github.com/kubefledged/kube-fledged/internal/jobwatch"
 	"github.com/kubefledged/kube-fledged/internal/results"
 )
 
@@ -28,8 +29,24 @@ func (r *Reconciler) cacheForJob(_ context.Context, obj client.Object) []reconci
 		return nil
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
+	if started(obj) {
+		// Timed here, as the event arrives: a reconcile may come later.
+		r.limiter.Started(windowKey(key, obj.GetName()), r.Clock.Now())
+	}
 	r.ops.jobChanged(key, obj.GetName())
 	return []reconcile.Request{{NamespacedName: key}}
+}
+
+// started says whether the Job controller has started a Job: the record
+// jobwatch keeps, or a whole Job (the unit tests').
+func started(obj client.Object) bool {
+	switch j := obj.(type) {
+	case *jobwatch.Job:
+		return j.StartTime != nil
+	case *batchv1.Job:
+		return j.Status.StartTime != nil
+	}
+	return false
 }
 
 // jobPodChanges lets through the Job pod updates that change a container's

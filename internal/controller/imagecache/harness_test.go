@@ -105,11 +105,6 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 		WithObjects(objs...).Build()
 	c := interceptor.NewClient(h.api, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if _, ok := obj.(*batchv1.Job); ok {
-				// As the API server does (the fake client does not): the
-				// pacing window reads a Job's start against it.
-				obj.SetCreationTimestamp(metav1.NewTime(h.clock.Now().Truncate(time.Second)))
-			}
 			return h.write("create", h.resource(obj), obj, "", func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
@@ -545,17 +540,18 @@ func (h *harness) finishJob(job *batchv1.Job, cond batchv1.JobConditionType, rea
 	h.r.cacheForJob(h.ctx, job)
 }
 
-// startJobs sets status.startTime on the cache's Jobs that have none,
-// delay after their creation, as the Job controller does at its first sync
-// of a Job, delivers their events, and says how many it started.
-func (h *harness) startJobs(cache string, delay time.Duration) int {
+// startJobs sets status.startTime on the cache's Jobs that have none, as
+// the Job controller does at its first sync of a Job, delivers their events
+// (at the clock's now: the pacing window times the start from the create),
+// and says how many it started.
+func (h *harness) startJobs(cache string) int {
 	h.t.Helper()
 	n := 0
 	for _, j := range h.jobs(cache) {
 		if j.Status.StartTime != nil {
 			continue
 		}
-		start := metav1.NewTime(j.CreationTimestamp.Add(delay))
+		start := metav1.NewTime(h.clock.Now())
 		j.Status.StartTime = &start
 		if err := h.api.Status().Update(h.ctx, &j); err != nil {
 			h.t.Fatalf("starting job %s: %v", j.Name, err)

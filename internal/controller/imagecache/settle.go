@@ -132,9 +132,6 @@ func (s *settlement) settleJob(j *jobRecord) {
 	}
 	expired := !s.now.Before(j.created.Add(s.r.Config.Deadline))
 	obj := s.r.Jobs.Get(s.r.jobNamespace(s.cache, op, j.name), j.name)
-	if obj != nil && obj.Status.StartTime != nil {
-		s.r.limiter.Started(windowKey(s.key, j.name), obj.Status.StartTime.Sub(obj.CreationTimestamp.Time), s.now)
-	}
 	outs := s.outcomes(j, obj, open, expired)
 	left := len(open)
 	for k, i := range open {
