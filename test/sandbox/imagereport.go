@@ -33,6 +33,11 @@ const maxNodeImages = 50
 // on a real node; an image a pod could not pull (it waits) is not listed. A
 // delete Job of ours (the `cri-rmi --image=X` helper) that succeeds takes X
 // off the list, as removing it through the node's CRI would.
+//
+// Each start is reported once, on its transition: a pod's later events (the
+// Job controller dropping its finalizer, the garbage collector deleting it)
+// must not list again an image the node has since lost, which a test does to
+// stand in for a kubelet's image garbage collection.
 type imageReporter struct {
 	s     *Sandbox
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -54,8 +59,8 @@ func (s *Sandbox) reportImages() {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
 	}))
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.observe,
-		UpdateFunc: func(_, obj any) { r.observe(obj) },
+		AddFunc:    func(obj any) { r.observe(nil, obj) },
+		UpdateFunc: r.observe,
 	})
 	factory.Start(ctx.Done())
 	go func() {
@@ -68,26 +73,15 @@ func (s *Sandbox) reportImages() {
 	}()
 }
 
-// observe notes what a pod tells of its node's images.
-func (r *imageReporter) observe(obj any) {
+// observe notes what a pod's change tells of its node's images. old is nil
+// for a pod the informer had not seen.
+func (r *imageReporter) observe(old, obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod.Spec.NodeName == "" {
 		return
 	}
-	changes := map[string]bool{}
-	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
-	for _, cs := range statuses {
-		if cs.State.Running != nil || cs.State.Terminated != nil {
-			changes[cs.Image] = true
-		}
-	}
-	if pod.Status.Phase == corev1.PodSucceeded {
-		for _, c := range pod.Spec.Containers {
-			if img := deletedImage(c); img != "" {
-				changes[img] = false
-			}
-		}
-	}
+	before, _ := old.(*corev1.Pod)
+	changes := imageChanges(before, pod)
 	if len(changes) == 0 {
 		return
 	}
@@ -102,6 +96,41 @@ func (r *imageReporter) observe(obj any) {
 	}
 	r.mu.Unlock()
 	r.queue.Add(pod.Spec.NodeName)
+}
+
+// imageChanges is what a pod's change from before (nil: not seen yet) to now
+// does to its node's images: an image to true when a container of it has
+// just started, to false when a delete Job's pod has just succeeded.
+func imageChanges(before, now *corev1.Pod) map[string]bool {
+	changes := map[string]bool{}
+	was := map[string]string{}
+	if before != nil {
+		was = startedImages(before)
+	}
+	for name, image := range startedImages(now) {
+		if _, started := was[name]; !started {
+			changes[image] = true
+		}
+	}
+	if now.Status.Phase == corev1.PodSucceeded && (before == nil || before.Status.Phase != corev1.PodSucceeded) {
+		for _, c := range now.Spec.Containers {
+			if img := deletedImage(c); img != "" {
+				changes[img] = false
+			}
+		}
+	}
+	return changes
+}
+
+// startedImages maps each container of pod that has started to its image.
+func startedImages(pod *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			out[cs.Name] = cs.Image
+		}
+	}
+	return out
 }
 
 // deletedImage is the image a container of our delete Jobs removes, or "".

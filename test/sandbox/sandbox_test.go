@@ -22,7 +22,7 @@ import (
 func TestMain(m *testing.M) {
 	runHolderIfAsked()
 	// A short heartbeat so the tests below see several heartbeats within seconds.
-	Main(m, Options{Nodes: 2, heartbeat: 1200 * time.Millisecond})
+	Main(m, Options{Nodes: 2, heartbeat: 1200 * time.Millisecond, ReportImages: true})
 }
 
 func clientFor(t *testing.T, s *Sandbox) kubernetes.Interface {
@@ -464,7 +464,8 @@ func TestSetNodeReady(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(nodeReady(n)).To(Equal(corev1.ConditionTrue))
 	g.Expect(n.Spec.Taints).To(BeEmpty())
-	g.Expect(n.Status.Images).To(Equal(images))
+	// The images stay; the held-back Job's own pull may already be listed beside them.
+	g.Expect(n.Status.Images).To(ContainElement(images[0]))
 	// And the held-back Job now runs.
 	g.Eventually(succeeded(ctx, c, ns, "stuck"), clusterTimeout, 100*time.Millisecond).Should(Equal(int32(1)))
 	g.Expect(s.DeleteNode(ctx, "flip")).To(Succeed())
