@@ -90,6 +90,9 @@ type harness struct {
 	mu      sync.Mutex // the reconciler writes from several goroutines (inParallel)
 	actions []action
 	faults  []*fault
+	// stale are caches the reconciler's next read returns as they were, as
+	// an informer that has not yet seen the later writes would.
+	stale map[client.ObjectKey]*v1alpha2.ImageCache
 }
 
 // newHarness returns a reconciler, initialised as SetupWithManager would,
@@ -104,6 +107,12 @@ func newHarness(t *testing.T, cfg Config, objs ...client.Object) *harness {
 		WithStatusSubresource(&v1alpha2.ImageCache{}).
 		WithObjects(objs...).Build()
 	c := interceptor.NewClient(h.api, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if ic, ok := obj.(*v1alpha2.ImageCache); ok && h.takeStale(key, ic) {
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			return h.write("create", h.resource(obj), obj, "", func() error { return c.Create(ctx, obj, opts...) })
 		},
@@ -173,6 +182,30 @@ func (h *harness) inject(f fault) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.faults = append(h.faults, &f)
+}
+
+// readStale makes the reconciler's next read of the cache return it as it is
+// now, whatever is written in between.
+func (h *harness) readStale(c *v1alpha2.ImageCache) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stale == nil {
+		h.stale = map[client.ObjectKey]*v1alpha2.ImageCache{}
+	}
+	h.stale[client.ObjectKeyFromObject(c)] = c.DeepCopy()
+}
+
+// takeStale fills into with the stale read of key, once, and says whether
+// there was one.
+func (h *harness) takeStale(key client.ObjectKey, into *v1alpha2.ImageCache) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.stale[key]
+	if ok {
+		delete(h.stale, key)
+		c.DeepCopyInto(into)
+	}
+	return ok
 }
 
 func (h *harness) resource(obj client.Object) string {

@@ -190,6 +190,8 @@ func (h *harness) pinned(name string) {
 // Deleting a cache that pins releases its pins with an unpin Job per node
 // that can pin before the finalizer lets it go; Jobs that never finish
 // (a node gone) hold it no longer than the deadline, and an Event says so.
+// A reconcile that reads it from an informer not yet caught up with the
+// finalizer's removal runs no unpin Job again.
 func TestDeletingUnpins(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -219,7 +221,17 @@ func TestDeletingUnpins(t *testing.T) {
 			g.Expect(unpin[0].Spec.Template.Spec.Containers[0].Command).To(ContainElements("unpin", "--owner=uid-c", "--image=nginx:1.25"))
 			g.Expect(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{})).To(Succeed(), "held by the finalizer")
 
+			going := h.cache("c")
 			tt.finish(h, unpin[0])
+			_, err := h.step("c")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(apierrors.IsNotFound(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{}))).To(BeTrue(), "the finalizer let go")
+			// The informer may still show it going, with the finalizer; its
+			// Jobs deleted, it must not unpin again.
+			h.readStale(going)
+			_, err = h.step("c")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(h.unpinJobs("c")).To(BeEmpty(), "a stale read of the deleted cache ran its unpin Jobs again")
 			// Once it is gone, each reconcile sweeps its Jobs elsewhere:
 			// step, not settleDown.
 			for i := 0; i < 3; i++ {
@@ -229,6 +241,7 @@ func TestDeletingUnpins(t *testing.T) {
 			g.Expect(apierrors.IsNotFound(h.api.Get(h.ctx, client.ObjectKeyFromObject(c), &v1alpha2.ImageCache{}))).To(BeTrue())
 			g.Expect(h.events()).To(ContainElement(HavePrefix(tt.wantEvent)))
 			g.Expect(h.unpinJobs("c")).To(BeEmpty())
+			g.Expect(h.r.pinned.isUnpinned(c.UID)).To(BeFalse(), "forgotten once read gone")
 		})
 	}
 }

@@ -21,10 +21,12 @@ type pinLedger struct {
 	// seen by this process: a Job's deadline counts from there, so Jobs
 	// held back by the cap do not expire while they wait.
 	unpinJobs map[types.UID]map[string]time.Time
-	// unpinned are the caches whose unpinning is over, until they pin
-	// again: the writes that follow it (status, finalizer) may be retried
-	// without running its Jobs again.
-	unpinned map[types.UID]bool
+	// unpinned are the caches whose unpinning is over, by UID, with their
+	// keys: the writes that follow it (status, finalizer) may be retried
+	// without running its Jobs again, and so may the reconciles that read a
+	// deleted cache from an informer that has not yet seen its finalizer go.
+	// An entry goes when the cache pins again or is read gone.
+	unpinned map[types.UID]types.NamespacedName
 }
 
 type cachePins struct {
@@ -39,7 +41,7 @@ type cachePins struct {
 type pinPair struct{ image, node string }
 
 func newPinLedger() *pinLedger {
-	return &pinLedger{caches: map[types.UID]*cachePins{}, unpinJobs: map[types.UID]map[string]time.Time{}, unpinned: map[types.UID]bool{}}
+	return &pinLedger{caches: map[types.UID]*cachePins{}, unpinJobs: map[types.UID]map[string]time.Time{}, unpinned: map[types.UID]types.NamespacedName{}}
 }
 
 // unpinJobSince is when unpin Job job of the cache started: now at the
@@ -170,21 +172,38 @@ func (l *pinLedger) forget(uid types.UID) {
 	delete(l.unpinJobs, uid)
 }
 
-// setUnpinned records whether the cache's unpinning is over.
-func (l *pinLedger) setUnpinned(uid types.UID, over bool) {
+// setUnpinned records that the cache's unpinning is over.
+func (l *pinLedger) setUnpinned(uid types.UID, key types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if over {
-		l.unpinned[uid] = true
-		return
-	}
+	l.unpinned[uid] = key
+}
+
+// pinsAgain forgets that the cache's unpinning was over: it pins again, and
+// stopping will need its unpin Jobs anew.
+func (l *pinLedger) pinsAgain(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	delete(l.unpinned, uid)
 	delete(l.unpinJobs, uid)
+}
+
+// gone forgets the caches under key that were unpinned: a read found key
+// gone, and no later read can show them again.
+func (l *pinLedger) gone(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for uid, k := range l.unpinned {
+		if k == key {
+			delete(l.unpinned, uid)
+		}
+	}
 }
 
 // isUnpinned says whether the cache's unpinning is over.
 func (l *pinLedger) isUnpinned(uid types.UID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.unpinned[uid]
+	_, over := l.unpinned[uid]
+	return over
 }

@@ -75,7 +75,7 @@ func (r *Reconciler) pinStep(ctx context.Context, cache *v1alpha2.ImageCache, op
 			log.FromContext(ctx).Info("adding the unpin finalizer failed; retrying", "error", err.Error())
 			return false, time.Second
 		}
-		r.pinned.setUnpinned(op.uid, false)
+		r.pinned.pinsAgain(op.uid)
 		nodes, err := r.listNodes(ctx)
 		if err != nil {
 			return false, time.Second

@@ -215,6 +215,7 @@ func (r *Reconciler) live(ctx context.Context, key types.NamespacedName) (*v1alp
 		if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
+		r.pinned.gone(key)
 	} else if cache.DeletionTimestamp.IsZero() {
 		return cache, nil
 	} else if controllerutil.ContainsFinalizer(cache, v1alpha2.UnpinFinalizer) {

@@ -177,7 +177,7 @@ func (r *Reconciler) unpinUntil(ctx context.Context, cache *v1alpha2.ImageCache,
 		r.Recorder.Event(cache, corev1.EventTypeNormal, "Unpinned", fmt.Sprintf("%s: its images are unpinned on every node (%d unpin Jobs)", why, t.jobs))
 	}
 	log.FromContext(ctx).Info("unpinned", "why", why, "jobs", t.jobs, "unfinished", t.expired, "failed", t.failed)
-	r.pinned.setUnpinned(cache.UID, true)
+	r.pinned.setUnpinned(cache.UID, client.ObjectKeyFromObject(cache))
 	return true, 0, r.deleteUnpinJobs(ctx, cache)
 }
 
@@ -206,8 +206,10 @@ func (r *Reconciler) finalize(ctx context.Context, cache *v1alpha2.ImageCache) (
 	if err := r.setFinalizer(ctx, cache, false); err != nil {
 		return ctrl.Result{}, err
 	}
+	// What it pinned is forgotten; that its unpinning is over is kept until
+	// a read finds it gone (live): the informer may show it a while longer,
+	// still with the finalizer, and must not make it unpin again.
 	r.pinned.forget(cache.UID)
-	r.pinned.setUnpinned(cache.UID, false)
 	return ctrl.Result{}, nil
 }
 
