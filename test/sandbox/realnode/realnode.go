@@ -603,6 +603,11 @@ authorization:
 # GC on a real node would remove images a test has just checked were pulled: both are off
 # (ImageGC.config) unless a test turns image GC on for itself (RestartKubelet).
 serializeImagePulls: false
+# A kubelet posts the node's status when it changes, else every nodeStatusReportFrequency (5m by
+# default). RestartKubelet waits for the new kubelet's own Ready post, a heartbeat later than the
+# old one's: to the second, so a first post in the same second as the old one's would leave it
+# waiting for the next, which must come well within the tests' 5-minute deadline.
+nodeStatusReportFrequency: 10s
 # Nothing serves it (pods here need no DNS), but without one every pod gets a warning event,
 # and those events end up in the failures the controller reports.
 clusterDNS: [%q]
