@@ -34,7 +34,7 @@ func TestFromPodsFollowsADeployment(t *testing.T) {
 	g := NewWithT(t)
 	f := followWeb(t, g, "follow", func(l *v1alpha2.CacheSpecImages) {
 		l.FromPods = &v1alpha2.FromPods{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	})
+	}, nil)
 	ns, key, poolNodes, rec := f.ns, f.key, f.nodes, f.rec
 
 	// Created: its images, init container's included, are pulled at once.
@@ -113,8 +113,8 @@ type following struct {
 // cache's Jobs, so that they hold only what the cache pulls (the fake
 // nodes report the images their pods run), and a cache whose one list
 // serves the pool with busybox:1.36 and follows what follow sets. It runs
-// the controller and waits for the create.
-func followWeb(t *testing.T, g Gomega, prefix string, follow func(*v1alpha2.CacheSpecImages)) following {
+// the controller, changed by mod, and waits for the create.
+func followWeb(t *testing.T, g Gomega, prefix string, follow func(*v1alpha2.CacheSpecImages), mod func(*commands.ControllerOptions)) following {
 	t.Helper()
 	f := following{ns: namespace(t)}
 	taint := corev1.Taint{Key: "e2e.kubefledged.io/pool", Value: "cache-only", Effect: corev1.TaintEffectNoSchedule}
@@ -122,7 +122,7 @@ func followWeb(t *testing.T, g Gomega, prefix string, follow func(*v1alpha2.Cach
 		sandbox.NodeSpec{Name: "b", Taints: []corev1.Taint{taint}})
 	f.nodes = []string{pool + "-a", pool + "-b"}
 	f.rec = framework.RecordJobs(t, kube, f.ns, nil)
-	runController(t, nil)
+	runController(t, mod)
 
 	f.key = client.ObjectKey{Namespace: f.ns, Name: "follows-web"}
 	l := withSelector(sel, "busybox:1.36")

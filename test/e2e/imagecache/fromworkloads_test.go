@@ -26,7 +26,7 @@ func TestFromWorkloadsPullsBeforeAPausedRollout(t *testing.T) {
 	g := NewWithT(t)
 	f := followWeb(t, g, "rollout", func(l *v1alpha2.CacheSpecImages) {
 		l.FromWorkloads = &v1alpha2.FromWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	})
+	}, nil)
 	ns, key, poolNodes, rec := f.ns, f.key, f.nodes, f.rec
 
 	// A paused Deployment: its template's images, the init container's
@@ -88,7 +88,7 @@ func TestFromWorkloadsTakenInWhileRunning(t *testing.T) {
 	g := NewWithT(t)
 	f := followWeb(t, g, "takein", func(l *v1alpha2.CacheSpecImages) {
 		l.FromWorkloads = &v1alpha2.FromWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
-	})
+	}, actsWhileHanging)
 	ns, key, poolNodes, rec := f.ns, f.key, f.nodes, f.rec
 
 	never := sandbox.HangPrefix + "never:1"

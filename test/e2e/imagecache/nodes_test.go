@@ -95,7 +95,7 @@ func TestNewNodes(t *testing.T) {
 	framework.Tick()
 	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-g", Labels: sel})
 	t3 := framework.Tick()
-	runController(t, nil)
+	runController(t, actsWhileHanging) // for the hanging pull below
 	framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheNewNodes, t3, opTimeout)
 	rec.Await(g, ConsistOf(each("pull", "nginx:1.27", pool+"-g")[0], each("pull", "redis:7.2", pool+"-g")[0]))
 
@@ -406,7 +406,7 @@ func finished(j *batchv1.Job) bool {
 func TestProgressAndConditions(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	runController(t, nil) // deadline 8s
+	runController(t, actsWhileHanging)
 	key := client.ObjectKey{Namespace: ns, Name: "progress"}
 	t0 := framework.Tick()
 	g.Expect(k8s.Create(context.Background(), newCache(ns, "progress", list("caddy:2.8", sandbox.HangPrefix+"slow:1")))).To(Succeed())

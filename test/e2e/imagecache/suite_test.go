@@ -126,6 +126,15 @@ func installWebhook(ctx context.Context) error {
 // load; 20 s is what a hanging image costs each test that waits for one.
 const pullDeadline = 20 * time.Second
 
+// actsWhileHanging is the pull deadline of a test that acts while a pull
+// that never ends keeps an operation running, and then waits for the
+// operation to end at that deadline. The suite's 20 s is less than what
+// such a test does meanwhile can take on a loaded machine (the Job
+// controller alone once took over 30 s for a pod); a deadline as long as
+// the tests' own 5-minute bound would add minutes to each of them, as they
+// end at it.
+func actsWhileHanging(o *commands.ControllerOptions) { o.Deadline.Value = time.Minute }
+
 // runController starts the controller in-process with test-sized timings and
 // returns a function that stops it (and is also run at the test's end).
 func runController(t *testing.T, mod func(o *commands.ControllerOptions)) (stop func()) {
