@@ -128,8 +128,8 @@ const pullDeadline = 20 * time.Second
 
 // actsWhileHanging is the pull deadline of a test that acts while a pull
 // that never ends keeps an operation running, and then waits for the
-// operation to end at that deadline. The suite's 20 s is less than what
-// such a test does meanwhile can take on a loaded machine (the Job
+// operation to end at that deadline. What such a test does meanwhile can
+// take longer than the suite's 20 s on a loaded machine (the Job
 // controller alone once took over 30 s for a pod); a deadline as long as
 // the tests' own 5-minute bound would add minutes to each of them, as they
 // end at it.
