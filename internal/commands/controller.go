@@ -212,7 +212,8 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 		"(its pod pulls its images one at a time), or as many as its node's label kubefledged.io/parallel-image-pulls says")
 	fs.Var(&o.MaxJobsPerNode, "max-concurrent-jobs-per-node", "image pulls and deletes in flight at once on one node, counted as for --max-concurrent-jobs")
 	fs.Var(&o.JobStartTarget, "max-job-start-delay", "how long the cluster's Job controller may take to start a Job (its status.startTime) before fewer Jobs are let in flight "+
-		"than --max-concurrent-jobs, so that its queue stays short and a new cache's Jobs do not wait behind a large one's; 0: the caps alone")
+		"than --max-concurrent-jobs, so that its queue stays short and a new cache's Jobs do not wait behind a large one's; a node that joins gets its first Job at once, "+
+		"under the caps; 0: the caps alone")
 	fs.Var(&o.StartupTaint, "node-startup-taint", "KEY[:EFFECT] of the taint new nodes register with, e.g. kubefledged.io/caching:NoSchedule: "+
 		"the pull Jobs tolerate it and the controller removes it once the node's images are cached (default: off)")
 	fs.Var(&o.StartupTaintTimeout, "node-startup-taint-timeout", "how long after its creation a node is released from --node-startup-taint even if its images are not all cached")

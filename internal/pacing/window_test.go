@@ -176,3 +176,57 @@ func TestLimiterWindow(t *testing.T) {
 	_, slots := small.Take(b, "m0", 1, 1)
 	g.Expect(slots).To(BeZero(), "never past the cap")
 }
+
+// TestLimiterJoining: a Job on a joining node that holds no slot goes past
+// the window and past the fair share, never past either cap; once the node
+// holds a slot, its next Job is metered like any other.
+func TestLimiterJoining(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		max, perNode int
+		// fill are the slots a takes, one Job per node, before the steps.
+		fill    int
+		bWaits  bool // b asked for a slot and waits: a's share binds
+		joining bool
+		node    string
+		want    int
+	}{
+		{name: "the window is full: a joining node goes past it", max: 100, fill: 10, joining: true, node: "new", want: 1},
+		{name: "the window is full: any other node waits", max: 100, fill: 10, node: "new", want: 0},
+		{name: "another owner waits: a joining node goes past a's share", max: 100, fill: 10, bWaits: true, joining: true, node: "new", want: 1},
+		{name: "another owner waits: any other node of a's waits for it", max: 100, fill: 10, bWaits: true, node: "new", want: 0},
+		{name: "the cap binds a joining node", max: 10, fill: 10, joining: true, node: "new", want: 0},
+		{name: "the per-node cap binds a joining node", max: 100, perNode: 1, fill: 10, joining: true, node: "n0", want: 0},
+		{name: "a joining node with a Job in flight waits for the window", max: 100, perNode: 2, fill: 10, joining: true, node: "n0", want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			l := New(tc.max, tc.perNode, 2*time.Second, nil)
+			for i := range tc.fill {
+				_, slots := l.Take(a, fmt.Sprintf("n%d", i), 10, 1)
+				g.Expect(slots).To(Equal(1), "fill %d", i)
+			}
+			if tc.bWaits {
+				// b holds one slot (an owner's first goes one past the
+				// window), and waits for more.
+				_, slots := l.Take(b, "m0", 10, 1)
+				g.Expect(slots).To(Equal(1))
+				_, slots = l.Take(b, "m1", 10, 1)
+				g.Expect(slots).To(BeZero())
+			}
+			take := l.Take
+			if tc.joining {
+				take = l.TakeJoining
+			}
+			size, slots := take(a, tc.node, 10, 1)
+			g.Expect(slots).To(Equal(tc.want), "the joining node's first Job")
+			if slots == 0 {
+				g.Expect(size).To(BeZero())
+				return
+			}
+			g.Expect(size).To(Equal(10), "all its images in one Job")
+			_, slots = take(a, tc.node, 10, 1)
+			g.Expect(slots).To(BeZero(), "a second Job on the node, which holds a slot now, waits")
+		})
+	}
+}

@@ -213,11 +213,21 @@ func (r *Reconciler) scheduleRetry(ctx context.Context, op *operation, t createT
 // operation's pairs that have none yet (jobs.Layout, the limiter granting
 // the slots), and returns the Jobs to create now and whether some pairs had
 // to wait. A Job whose create is retried keeps the slots it took.
+//
+// A joining node's pairs go first, and its Jobs are granted as a joining
+// node's (pacing.Limiter.TakeJoining): pods wait for that node now, and a
+// node that joined a large operation would otherwise wait for the rest of
+// it.
 func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]*jobRecord, bool) {
 	key := client.ObjectKeyFromObject(cache)
 	r.limiter.Overdue(r.Clock.Now())
-	grant := func(node string, want, parallel int) (int, int) { return r.limiter.Take(key, node, want, parallel) }
-	planned, waiting := jobs.Layout(cache.Name, op.id, op.table.pending(), r.Config.Granularity, grant)
+	grant := func(node string, want, parallel int) (int, int) {
+		if op.joining(node) {
+			return r.limiter.TakeJoining(key, node, want, parallel)
+		}
+		return r.limiter.Take(key, node, want, parallel)
+	}
+	planned, waiting := jobs.Layout(cache.Name, op.id, op.joiningFirst(op.table.pending()), r.Config.Granularity, grant)
 	return op.table.toCreate(op.table.lay(planned)), waiting
 }
 

@@ -106,6 +106,28 @@ type scope struct {
 	consumes map[string]string
 }
 
+// joining says whether pods wait for node's images now: it is what a
+// new-nodes operation is for, or it joined while the operation ran.
+func (s *scope) joining(node string) bool { return s.kind == plan.NewNodes || s.joined[node] }
+
+// joiningFirst puts the pending pairs of joining nodes first, each part in
+// its order.
+func (s *scope) joiningFirst(pending []jobs.Pending) []jobs.Pending {
+	if s.kind == plan.NewNodes || len(s.joined) == 0 {
+		return pending
+	}
+	out := make([]jobs.Pending, 0, len(pending))
+	var rest []jobs.Pending
+	for _, p := range pending {
+		if s.joined[p.Work.Node.Name] {
+			out = append(out, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	return append(out, rest...)
+}
+
 type finalState struct {
 	items   []results.Item
 	summary results.Summary

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/metrics"
 )
@@ -73,6 +74,61 @@ func TestJobStartWindow(t *testing.T) {
 			h.settleDown("c")
 			g.Expect(h.running("c")).To(BeFalse())
 			g.Expect(h.status("c").Status).To(BeEquivalentTo("Succeeded"))
+		})
+	}
+}
+
+// TestJoiningNodesSkipTheWindow: a node that joins does not wait for the
+// window, at either granularity: its first Job is created at once, whether
+// it joined a running operation that fills the window or a cache at rest
+// (a new-nodes operation for many nodes at once), and its pairs then take
+// the slots freed before the operation's others.
+func TestJoiningNodesSkipTheWindow(t *testing.T) {
+	const img1, img2 = "registry.example/app:1", "registry.example/sidecar:1"
+	for _, tc := range []struct {
+		name        string
+		granularity jobs.Granularity
+		atRest      bool // the nodes join once the cache's operation ended
+	}{
+		{"node Jobs, joining a running operation", jobs.PerNode, false},
+		{"a Job per (image, node), joining a running operation", jobs.PerImage, false},
+		{"node Jobs, fifteen joining a cache at rest", jobs.PerNode, true},
+		{"a Job per (image, node), fifteen joining a cache at rest", jobs.PerImage, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			objs := []client.Object{imageCache("c", img1, img2)}
+			for i := range 30 {
+				objs = append(objs, node(fmt.Sprintf("n%02d", i)))
+			}
+			h := newHarness(t, Config{Granularity: tc.granularity, MaxJobs: 100, JobStartTarget: 2 * time.Second}, objs...)
+			seen := map[string]bool{}
+			h.settleDown("c")
+			g.Expect(h.newJobs("c", seen)).To(HaveLen(10), "the window holds ten")
+			if !tc.atRest {
+				h.addNode(node("new", h.joinedNow))
+				h.settleDown("c")
+				g.Expect(h.newJobs("c", seen)).To(ConsistOf(HaveSuffix(" new")), "the joining node's first Job, past the full window")
+				if tc.granularity == jobs.PerImage {
+					// Two old Jobs end: the window of ten holds nine.
+					h.complete("c", img1, "n00")
+					h.complete("c", img1, "n01")
+					h.settleDown("c")
+					g.Expect(h.newJobs("c", seen)).To(Equal([]string{"pull " + img2 + " new"}), "the joining node's next pair takes the slot first")
+				}
+				return
+			}
+			for h.completeAll("c") {
+				h.settleDown("c")
+			}
+			g.Expect(h.running("c")).To(BeFalse())
+			h.newJobs("c", seen)
+			for i := range 15 {
+				h.addNode(node(fmt.Sprintf("new%02d", i), h.joinedNow))
+			}
+			h.settleDown("c")
+			g.Expect(h.status("c").Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheNewNodes))
+			g.Expect(h.newJobs("c", seen)).To(HaveLen(15), "a first Job on each new node, five past the window")
 		})
 	}
 }
