@@ -355,6 +355,53 @@ func TestPacingWindow(t *testing.T) {
 	g.Expect(startedOrEnded).To(BeTrue(), "the eleventh Job was created before any of the first ten had started or ended")
 }
 
+// TestPacingWindowJoiningNode: a node that joins gets its first Job while
+// the window is full, at either granularity. A start-delay target no Job
+// start can meet keeps the window at its floor of ten; ten nodes' Jobs of a
+// pull that never finishes fill it until the pull deadline. The joining
+// node's Job must come before any of the ten ends: metered like the others,
+// it would wait for that deadline.
+func TestPacingWindowJoiningNode(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	rec := framework.RecordJobs(t, kube, ns, nil)
+	specs := make([]sandbox.NodeSpec, 10)
+	for i := range specs {
+		specs[i].Name = fmt.Sprintf("n%02d", i)
+	}
+	pool, sel := nodePool(t, g, "joining", specs...)
+	runController(t, func(o *commands.ControllerOptions) {
+		actsWhileHanging(o)
+		o.JobStartTarget.Value = time.Nanosecond
+	})
+	key := client.ObjectKey{Namespace: ns, Name: "joining"}
+	t0 := framework.Tick()
+	g.Expect(k8s.Create(context.Background(), newCache(ns, "joining", withSelector(sel, sandbox.HangPrefix+ns+":1")))).To(Succeed())
+	g.Eventually(func() int { _, _, total := inFlight(rec.Events()); return total }).WithTimeout(opTimeout).Should(Equal(len(specs)))
+
+	addNodes(t, g, sandbox.NodeSpec{Name: pool + "-new", Labels: sel})
+	onNew := func() bool {
+		for _, ev := range rec.Events() {
+			if ev.Type == watch.Added && ev.Job.Annotations[jobs.AnnotationNode] == pool+"-new" {
+				return true
+			}
+		}
+		return false
+	}
+	g.Eventually(onNew).WithTimeout(opTimeout).Should(BeTrue(), "a Job on the joining node")
+	for _, ev := range rec.Events() {
+		j := &ev.Job
+		if j.Annotations[jobs.AnnotationNode] == pool+"-new" {
+			break
+		}
+		g.Expect(finished(j) || ev.Type == watch.Deleted).To(BeFalse(), "Job %s ended before the joining node's Job was created", j.Name)
+	}
+	peak, _, total := inFlight(rec.Events())
+	t.Logf("joining node: %d Jobs, peak in flight %d (window 10)", total, peak)
+	c := framework.Final(g, k8s, key, v1alpha2.ImageCacheReasonImageCacheCreate, t0, opTimeout)
+	g.Expect(c.Status.Counts.Failed).To(BeEquivalentTo(len(specs)+1), "the never-ending pull failed at its deadline on every node, the joining one too")
+}
+
 // inFlight replays a namespace's Job events and tells how many Jobs existed unfinished at
 // once, overall and per node, and how many were created.
 func inFlight(events []framework.JobEvent) (peak, peakPerNode, total int) {
