@@ -56,6 +56,15 @@ func nodePool(t *testing.T, g Gomega, prefix string, specs ...sandbox.NodeSpec) 
 	return pool, sel
 }
 
+// numberedNodes are n plain nodes, n00, n01 and on, for nodePool.
+func numberedNodes(n int) []sandbox.NodeSpec {
+	specs := make([]sandbox.NodeSpec, n)
+	for i := range specs {
+		specs[i].Name = fmt.Sprintf("n%02d", i)
+	}
+	return specs
+}
+
 // mixedNodes are a node of each state a Job can or cannot reach, ok, cordoned and
 // notready, for nodePool, and then more.
 func mixedNodes(more ...sandbox.NodeSpec) []sandbox.NodeSpec {
@@ -321,10 +330,7 @@ func TestPacingWindow(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	rec := framework.RecordJobs(t, kube, ns, nil)
-	specs := make([]sandbox.NodeSpec, 12)
-	for i := range specs {
-		specs[i].Name = fmt.Sprintf("n%02d", i)
-	}
+	specs := numberedNodes(12)
 	_, sel := nodePool(t, g, "window", specs...)
 	runController(t, nil)
 	t0 := framework.Tick()
@@ -365,10 +371,7 @@ func TestPacingWindowJoiningNode(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	rec := framework.RecordJobs(t, kube, ns, nil)
-	specs := make([]sandbox.NodeSpec, 10)
-	for i := range specs {
-		specs[i].Name = fmt.Sprintf("n%02d", i)
-	}
+	specs := numberedNodes(10)
 	pool, sel := nodePool(t, g, "joining", specs...)
 	runController(t, func(o *commands.ControllerOptions) {
 		actsWhileHanging(o)
