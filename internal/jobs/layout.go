@@ -1,5 +1,7 @@
 package jobs
 
+import "iter"
+
 // Pending is a pair that has no Job yet, in the order pairs take slots.
 type Pending struct {
 	// Pair is the caller's handle on the pair; Layout hands it back in the
@@ -83,4 +85,27 @@ func layoutNode(cacheName, operation string, out []Planned, node string, ps []Pe
 		out = append(out, Planned{Name: NodeJobName(cacheName, operation, ws), Node: node, Pairs: pairs, NodeJob: true, Slots: slots})
 	}
 	return out, false
+}
+
+// Chunks cuts pending into runs of at least n pairs (the last may have
+// fewer), each ending where a node's pairs end. Laid out one run at a time,
+// a node's pulls get the same Jobs as when laid out all at once, as long
+// as pending lists each node's pulls together; and the caller can stop at
+// a run's end when no slot is left, reading no further.
+func Chunks(pending iter.Seq[Pending], n int) iter.Seq[[]Pending] {
+	return func(yield func([]Pending) bool) {
+		var run []Pending
+		for p := range pending {
+			if len(run) >= n && p.Work.Node.Name != run[len(run)-1].Work.Node.Name {
+				if !yield(run) {
+					return
+				}
+				run = nil
+			}
+			run = append(run, p)
+		}
+		if len(run) > 0 {
+			yield(run)
+		}
+	}
 }

@@ -113,3 +113,49 @@ func seq(from, to int) []int {
 	}
 	return out
 }
+
+// Chunks ends a run only where a node's pairs end, once it holds n pairs,
+// and reads no further than the runs taken: a take that stops after its
+// first run has read that run and the pair that ended it.
+func TestChunks(t *testing.T) {
+	g := NewWithT(t)
+	var pending []Pending
+	for k, node := range []string{"n1", "n1", "n1", "n2", "n3", "n3", "n4"} {
+		w := work(Pull, fmt.Sprintf("img%d:1", k), "")
+		w.Node.Name = node
+		pending = append(pending, Pending{Pair: k, Work: w})
+	}
+	read := 0
+	seq := func(yield func(Pending) bool) {
+		for _, p := range pending {
+			read++
+			if !yield(p) {
+				return
+			}
+		}
+	}
+	pairs := func(run []Pending) []int {
+		var out []int
+		for _, p := range run {
+			out = append(out, p.Pair)
+		}
+		return out
+	}
+	var runs [][]int
+	for run := range Chunks(seq, 2) {
+		runs = append(runs, pairs(run))
+	}
+	g.Expect(runs).To(Equal([][]int{{0, 1, 2}, {3, 4, 5}, {6}}), "runs of at least 2, a node's pairs never split")
+	g.Expect(read).To(Equal(7))
+
+	read = 0
+	for run := range Chunks(seq, 2) {
+		g.Expect(pairs(run)).To(Equal([]int{0, 1, 2}))
+		break
+	}
+	g.Expect(read).To(Equal(4), "the first run, and the pair that ended it")
+
+	for range Chunks(func(func(Pending) bool) {}, 2) {
+		t.Fatal("nothing pending, no run")
+	}
+}

@@ -230,3 +230,50 @@ func TestLimiterJoining(t *testing.T) {
 		})
 	}
 }
+
+// Spent says when no node but a joining one can get a slot: the window or
+// the fair share used up, not a node's own cap, which other nodes do not
+// share. A caller laying out Jobs stops asking there.
+func TestLimiterSpent(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		max, perNode int
+		target       time.Duration
+		bFill        int  // the slots b takes first, one Job per node
+		fill         int  // the slots a takes then
+		bWaits       bool // then b asks for one more, and waits
+		aReleases    bool // then a gives one back
+		want         bool
+	}{
+		{name: "the window is full", max: 100, target: 2 * time.Second, fill: 10, want: true},
+		{name: "room in the window", max: 100, target: 2 * time.Second, fill: 9},
+		{name: "an owner that holds nothing goes one past a full window", max: 100, target: 2 * time.Second, bFill: 10},
+		{name: "the cap is reached", max: 5, fill: 5, want: true},
+		{name: "room under the cap, but a's fair share is used up while b waits", max: 6, bFill: 1, fill: 5, bWaits: true, aReleases: true, want: true},
+		{name: "a node's own cap leaves other nodes room", max: 100, perNode: 1, target: 2 * time.Second, fill: 5},
+		{name: "no cap", fill: 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			l := New(tc.max, tc.perNode, tc.target, nil)
+			for i := range tc.bFill {
+				_, slots := l.Take(b, fmt.Sprintf("m%d", i), 10, 1)
+				g.Expect(slots).To(Equal(1), "b's fill %d", i)
+			}
+			for i := range tc.fill {
+				_, slots := l.Take(a, fmt.Sprintf("n%d", i), 10, 1)
+				g.Expect(slots).To(Equal(1), "fill %d", i)
+			}
+			if tc.bWaits {
+				_, slots := l.Take(b, "m-more", 10, 1)
+				g.Expect(slots).To(BeZero(), "b waits")
+			}
+			if tc.aReleases {
+				l.Release(a, "n0", 1)
+			}
+			g.Expect(l.Spent(a)).To(Equal(tc.want))
+			_, slots := l.Take(a, "other", 10, 1)
+			g.Expect(slots == 0).To(Equal(tc.want), "a Job on a node holding nothing gets a slot unless spent")
+		})
+	}
+}

@@ -227,9 +227,26 @@ func (r *Reconciler) take(cache *v1alpha2.ImageCache, op *operation) ([]*jobReco
 		}
 		return r.limiter.Take(key, node, want, parallel)
 	}
-	planned, waiting := jobs.Layout(cache.Name, op.id, op.joiningFirst(op.table.pending()), r.Config.Granularity, grant)
+	var planned []jobs.Planned
+	waiting := false
+	for run := range jobs.Chunks(op.joiningFirst(op.table.pending()), layoutRun) {
+		p, w := jobs.Layout(cache.Name, op.id, run, r.Config.Granularity, grant)
+		planned = append(planned, p...)
+		waiting = waiting || w
+		// Joining nodes' pairs come first, so past a node that is not
+		// joining none is; and if no slot is left, no later pair gets one.
+		if w && !op.joining(run[len(run)-1].Work.Node.Name) && r.limiter.Spent(key) {
+			break
+		}
+	}
 	return op.table.toCreate(op.table.lay(planned)), waiting
 }
+
+// layoutRun is about how many pending pairs take lays out before it looks
+// whether any slot is left: more than a window's worth of node Jobs of ten
+// images, few enough that a take with no slot reads a small part of a
+// 50,000-pair operation.
+const layoutRun = 256
 
 // releaseJob gives back the slots of Job j once none of its pairs is left
 // to settle: a node Job pulls until its last container has finished.

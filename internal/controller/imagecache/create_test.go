@@ -3,6 +3,7 @@ package imagecache
 import (
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -210,6 +211,56 @@ func TestRefusedCreateFreesItsSlot(t *testing.T) {
 				v1alpha2.ImageCacheReasonImageCacheCreate, v1alpha2.ImageCacheMessageImagePullFailedForSomeImages}))
 			g.Expect(h.status("c1").Failures[img]).To(HaveExactElements(
 				And(HaveField("Node", "a"), HaveField("Reason", "Forbidden"))))
+		})
+	}
+}
+
+// A take with no slot left reads one run of the pending pairs, not all of
+// them: at 5000 nodes, laying out every waiting pair at every settle while
+// the window let one Job through was most of the controller's CPU
+// (benchmark scenario 1's profile, and 25 times that at scenario 8's
+// scale). What a take allocates stands for the work it reads, figures no
+// slower machine changes: with 3000 nodes waiting it is what it is with
+// 600 (before, five times as much).
+func TestTakeWithNoSlotReadsOneRun(t *testing.T) {
+	imgs := []string{"registry.example/a:1", "registry.example/b:1", "registry.example/c:1", "registry.example/d:1", "registry.example/e:1"}
+	for _, tc := range []struct {
+		name        string
+		granularity jobs.Granularity
+	}{
+		{"node Jobs", jobs.PerNode},
+		{"a Job per (image, node)", jobs.PerImage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			cost := func(nodes int) (allocs, bytes float64) {
+				objs := []client.Object{imageCache("c", imgs...)}
+				for i := range nodes {
+					objs = append(objs, node(fmt.Sprintf("n%05d", i)))
+				}
+				h := newHarness(t, Config{Granularity: tc.granularity, MaxJobs: 10}, objs...)
+				h.settleDown("c")
+				g.Expect(h.jobs("c")).To(HaveLen(10), "the cap's worth of Jobs")
+				op, cache := h.r.ops.get(h.req("c").NamespacedName), h.cache("c")
+				take := func() {
+					todo, waiting := h.r.take(cache, op)
+					g.Expect(todo).To(BeEmpty())
+					g.Expect(waiting).To(BeTrue())
+				}
+				const runs = 5
+				var before, after goruntime.MemStats
+				goruntime.ReadMemStats(&before)
+				for range runs {
+					take()
+				}
+				goruntime.ReadMemStats(&after)
+				return testing.AllocsPerRun(runs, take), float64(after.TotalAlloc-before.TotalAlloc) / runs
+			}
+			fewAllocs, fewBytes := cost(600)
+			manyAllocs, manyBytes := cost(3000)
+			t.Logf("a take with 600 nodes waiting: %.0f allocations, %.0f bytes; with 3000: %.0f, %.0f", fewAllocs, fewBytes, manyAllocs, manyBytes)
+			g.Expect(manyAllocs).To(BeNumerically("<", 1.2*fewAllocs+10), "allocations")
+			g.Expect(manyBytes).To(BeNumerically("<", 1.2*fewBytes+4096), "bytes allocated")
 		})
 	}
 }

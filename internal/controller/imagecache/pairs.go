@@ -1,6 +1,7 @@
 package imagecache
 
 import (
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,16 @@ type pairTable struct {
 	pairs []pair
 	// order is the order in which pairs take their slots.
 	order []int
+	// pos is where each pair is in order.
+	pos []int
+	// skip finds the next pair without a Job from a place in order (see
+	// nextPending): a take asks for a few slots among up to 50,000 pairs
+	// waiting, and walking past every pair already laid out at each one
+	// made taking slots the controller's main cost at scale.
+	skip []int
+	// uncreated are the Jobs laid out and not yet created: the Jobs of the
+	// last take, and those whose creates are retried.
+	uncreated []*jobRecord
 	// jobs are the Jobs laid out so far, by name.
 	jobs map[string]*jobRecord
 	// unseen are the Jobs created since the last settle: each is looked
@@ -111,18 +122,50 @@ func (t *pairTable) add(work []jobs.Work, byNode bool) {
 			return strings.Compare(t.pairs[a].work.Node.Name, t.pairs[b].work.Node.Name)
 		})
 	}
+	t.pos = slices.Grow(t.pos[:0], len(t.order))[:len(t.order)]
+	t.skip = slices.Grow(t.skip[:0], len(t.order)+1)[:len(t.order)+1]
+	for k, i := range t.order {
+		t.pos[i] = k
+		t.skip[k] = k
+		if t.pairs[i].job != nil || t.pairs[i].state != waiting {
+			t.skip[k] = k + 1
+		}
+	}
+	t.skip[len(t.order)] = len(t.order)
+}
+
+// nextPending is the first place in order from k whose pair has no Job
+// yet (len(order): none). Places laid out point past themselves, and each
+// walk shortens the path it took, so a walk costs about the pairs it
+// returns, not those it passes.
+func (t *pairTable) nextPending(k int) int {
+	end := k
+	for t.skip[end] != end {
+		end = t.skip[end]
+	}
+	for k != end {
+		k, t.skip[k] = t.skip[k], end
+	}
+	return end
 }
 
 // pending are the waiting pairs that have no Job yet, in the order they
-// take slots.
-func (t *pairTable) pending() []jobs.Pending {
-	var out []jobs.Pending
-	for _, i := range t.order {
-		if p := &t.pairs[i]; p.state == waiting && p.job == nil {
-			out = append(out, jobs.Pending{Pair: i, Work: p.work})
+// take slots, read only as far as the caller reads.
+func (t *pairTable) pending() iter.Seq[jobs.Pending] {
+	return func(yield func(jobs.Pending) bool) {
+		for k := t.nextPending(0); k < len(t.order); k = t.nextPending(k + 1) {
+			i := t.order[k]
+			if t.pairs[i].state != waiting {
+				// Settled without a Job (its node went, say): never
+				// pending again.
+				t.skip[k] = k + 1
+				continue
+			}
+			if !yield(jobs.Pending{Pair: i, Work: t.pairs[i].work}) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // lay records the Jobs jobs.Layout laid out, holding their slots.
@@ -133,7 +176,9 @@ func (t *pairTable) lay(planned []jobs.Planned) []*jobRecord {
 		t.jobs[j.name] = j
 		for _, i := range j.pairs {
 			t.pairs[i].job = j
+			t.skip[t.pos[i]] = t.pos[i] + 1
 		}
+		t.uncreated = append(t.uncreated, j)
 		out[k] = j
 	}
 	return out
@@ -143,16 +188,25 @@ func (t *pairTable) lay(planned []jobs.Planned) []*jobRecord {
 // the pair Jobs just laid out, in the order of their pairs, then the node
 // Jobs just laid out, in theirs.
 func (t *pairTable) toCreate(laid []*jobRecord) []*jobRecord {
+	// A Job leaves uncreated once it is created or its pairs failed for
+	// good without it.
+	t.uncreated = slices.DeleteFunc(t.uncreated, func(j *jobRecord) bool {
+		return !j.created.IsZero() || t.pairs[j.pairs[0]].state != waiting
+	})
 	var out []*jobRecord
-	seen := map[*jobRecord]bool{}
-	for _, i := range t.order {
-		j := t.pairs[i].job
-		if t.pairs[i].state != waiting || j == nil || seen[j] || (j.nodeJob && j.retry == nil) {
-			continue
+	for _, j := range t.uncreated {
+		if !j.nodeJob || j.retry != nil {
+			out = append(out, j)
 		}
-		seen[j] = true
-		out = append(out, j)
 	}
+	first := func(j *jobRecord) int {
+		k := len(t.order)
+		for _, i := range j.pairs {
+			k = min(k, t.pos[i])
+		}
+		return k
+	}
+	slices.SortFunc(out, func(a, b *jobRecord) int { return first(a) - first(b) })
 	for _, j := range laid {
 		if j.nodeJob {
 			out = append(out, j)

@@ -1,6 +1,7 @@
 package imagecache
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -88,12 +89,12 @@ func TestPairTableJobs(t *testing.T) {
 	tb := newPairTable()
 	tb.add([]jobs.Work{pull("a", "n2"), pull("b", "n1"), del, pull("c", "n2")}, true)
 	g.Expect(tb.order).To(Equal([]int{1, 2, 0, 3}))
-	g.Expect(tb.pending()).To(HaveLen(4))
+	g.Expect(slices.Collect(tb.pending())).To(HaveLen(4))
 
 	// The delete's create is retried; the node Jobs are new.
 	retried := tb.lay([]jobs.Planned{{Name: "del", Node: "n1", Pairs: []int{2}, Slots: 1}})[0]
 	retried.retry = &createRetry{first: now}
-	g.Expect(tb.pending()).To(Equal([]jobs.Pending{{Pair: 1, Work: tb.pairs[1].work}, {Pair: 0, Work: tb.pairs[0].work}, {Pair: 3, Work: tb.pairs[3].work}}))
+	g.Expect(slices.Collect(tb.pending())).To(Equal([]jobs.Pending{{Pair: 1, Work: tb.pairs[1].work}, {Pair: 0, Work: tb.pairs[0].work}, {Pair: 3, Work: tb.pairs[3].work}}))
 	laid := tb.lay([]jobs.Planned{
 		{Name: "node-1", Node: "n1", Pairs: []int{1}, NodeJob: true, Slots: 1},
 		{Name: "node-2", Node: "n2", Pairs: []int{0, 3}, NodeJob: true, Slots: 1},
@@ -103,7 +104,7 @@ func TestPairTableJobs(t *testing.T) {
 		names = append(names, j.name)
 	}
 	g.Expect(names).To(Equal([]string{"del", "node-1", "node-2"}))
-	g.Expect(tb.pending()).To(BeEmpty())
+	g.Expect(slices.Collect(tb.pending())).To(BeEmpty())
 
 	n2 := tb.jobs["node-2"]
 	tb.created(n2, now)
@@ -114,4 +115,36 @@ func TestPairTableJobs(t *testing.T) {
 	g.Expect(tb.done(n2)).To(BeFalse(), "a node Job pulls until its last container has finished")
 	tb.settle(3, results.Outcome{State: results.Failed})
 	g.Expect(tb.done(n2)).To(BeTrue())
+}
+
+// pending skips the pairs laid out and those settled without a Job, also
+// once added pairs have reordered the table, and gives the rest in order.
+func TestPairTablePending(t *testing.T) {
+	g := NewWithT(t)
+	pull := func(img, node string) jobs.Work {
+		return jobs.Work{Kind: jobs.Pull, Image: img, Node: jobs.Node{Name: node}}
+	}
+	pairsOf := func(tb *pairTable) []int {
+		var out []int
+		for p := range tb.pending() {
+			out = append(out, p.Pair)
+		}
+		return out
+	}
+	tb := newPairTable()
+	tb.add([]jobs.Work{pull("a", "n3"), pull("a", "n1"), pull("b", "n3"), pull("a", "n2")}, true)
+	g.Expect(pairsOf(&tb)).To(Equal([]int{1, 3, 0, 2}))
+
+	tb.lay([]jobs.Planned{{Name: "node-2", Node: "n2", Pairs: []int{3}, NodeJob: true, Slots: 1}})
+	tb.settle(1, results.Outcome{State: results.Failed, Reason: "NodeGone"})
+	g.Expect(pairsOf(&tb)).To(Equal([]int{0, 2}))
+	g.Expect(pairsOf(&tb)).To(Equal([]int{0, 2}), "read twice, the same")
+
+	tb.add([]jobs.Work{pull("a", "n0"), pull("b", "n2")}, true)
+	g.Expect(pairsOf(&tb)).To(Equal([]int{4, 5, 0, 2}), "added pairs take their node's place")
+
+	for p := range tb.pending() {
+		g.Expect(p.Pair).To(Equal(4))
+		break
+	}
 }

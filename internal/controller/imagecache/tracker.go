@@ -3,6 +3,7 @@ package imagecache
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"iter"
 	"sync"
 	"time"
 
@@ -111,21 +112,21 @@ type scope struct {
 func (s *scope) joining(node string) bool { return s.kind == plan.NewNodes || s.joined[node] }
 
 // joiningFirst puts the pending pairs of joining nodes first, each part in
-// its order.
-func (s *scope) joiningFirst(pending []jobs.Pending) []jobs.Pending {
+// its order. Finding them reads all pending pairs, once per take, but only
+// while nodes that joined the operation are in it.
+func (s *scope) joiningFirst(pending iter.Seq[jobs.Pending]) iter.Seq[jobs.Pending] {
 	if s.kind == plan.NewNodes || len(s.joined) == 0 {
 		return pending
 	}
-	out := make([]jobs.Pending, 0, len(pending))
-	var rest []jobs.Pending
-	for _, p := range pending {
-		if s.joined[p.Work.Node.Name] {
-			out = append(out, p)
-		} else {
-			rest = append(rest, p)
+	return func(yield func(jobs.Pending) bool) {
+		for _, joined := range []bool{true, false} {
+			for p := range pending {
+				if s.joined[p.Work.Node.Name] == joined && !yield(p) {
+					return
+				}
+			}
 		}
 	}
-	return append(out, rest...)
 }
 
 type finalState struct {
