@@ -216,10 +216,9 @@ func TestRefusedCreateFreesItsSlot(t *testing.T) {
 }
 
 // A take with no slot left reads one run of the pending pairs, not all of
-// them: at 5000 nodes, laying out every waiting pair at every settle while
-// the window let one Job through was most of the controller's CPU
-// (benchmark scenario 1's profile, and 25 times that at scenario 8's
-// scale). What a take allocates stands for the work it reads, figures no
+// them: laying out every waiting pair at every settle while the window let
+// one Job through was, with its garbage, most of the controller's CPU in
+// benchmark scenario 1's profile (1000 nodes). What a take allocates stands for the work it reads, figures no
 // slower machine changes: with 3000 nodes waiting it is what it is with
 // 600 (before, five times as much).
 func TestTakeWithNoSlotReadsOneRun(t *testing.T) {
