@@ -21,6 +21,11 @@ INSECURE ?=
 # another release. Raise it with go.mod's go line.
 IMAGE_GO ?= go1.26.8
 IMAGE_BUILD = GOTOOLCHAIN=$(IMAGE_GO) go run ./hack/image build
+# The digest of `make image`'s index, from IMAGE_LOCK while the key of its
+# inputs matches the tree, else built for every platform and recorded there
+# (hack/image/lock.go; `make bundle` pins it in the CSV).
+IMAGE_LOCK ?= hack/image/digest.lock
+IMAGE_DIGEST = GOTOOLCHAIN=$(IMAGE_GO) go run ./hack/image digest -version v$(VERSION) -lock $(IMAGE_LOCK)
 
 ##@ Image (no Docker engine)
 

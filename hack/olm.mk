@@ -29,11 +29,14 @@ BUNDLE_CSV = bundle/manifests/$(BUNDLE_PACKAGE).clusterserviceversion.yaml
 OLM_SCRATCH = $(CURDIR)/.olm
 # The bundle names our image by digest, as OpenShift's mirroring needs
 # (ImageDigestMirrorSet and `oc adm catalog mirror` remap digests only):
-# IMG's repository at the digest of the image `make bundle` builds from this
-# tree, every platform, as `make image` does. The build is reproducible and
-# holds no trace of the commit (hack/image/main.go), so the digest is known
-# before the image is pushed, and regenerating the bundle gives the same one.
-# IMG's tag (or digest) is dropped.
+# IMG's repository at the digest of the image `make image` builds from this
+# tree, every platform. The build is reproducible and holds no trace of the
+# commit (hack/image/main.go), so the digest is known before the image is
+# pushed, and regenerating the bundle gives the same one. It is recorded in
+# IMAGE_LOCK with a key of the build's inputs (hack/image/lock.go): while
+# the key matches, the bundle takes it from there without a build, and
+# bundle-verify (IMAGE_LOCK_CHECK) fails at once, without building, when
+# the key differs. IMG's tag (or digest) is dropped.
 IMG_NAME = $(shell echo '$(IMG)' | sed -E 's/@.*$$//; s|:[^:/]*$$||')
 # How long deploy waits for the operator, and undeploy for the releases to go.
 DEPLOY_TIMEOUT ?= 120s
@@ -55,7 +58,7 @@ bundle: $(OPERATOR_SDK) $(KUSTOMIZE) ## Regenerate bundle/ and bundle.Dockerfile
 	cd $(OLM_SCRATCH)/project && $(OPERATOR_SDK) generate kustomize manifests -q --interactive=false \
 		--package $(BUNDLE_PACKAGE) --input-dir $(CURDIR)/config/manifests --output-dir $(CURDIR)/config/manifests
 	cp -r config $(OLM_SCRATCH)/
-	$(IMAGE_BUILD) -out $(OLM_SCRATCH)/image -digest-file $(OLM_SCRATCH)/image.digest -version v$(VERSION) >/dev/null
+	$(IMAGE_DIGEST) -out $(OLM_SCRATCH)/image $(if $(IMAGE_LOCK_CHECK),-check) >$(OLM_SCRATCH)/image.digest
 	cd $(OLM_SCRATCH)/config/manager && $(KUSTOMIZE) edit set image controller=$(IMG_NAME)@$$(cat $(OLM_SCRATCH)/image.digest)
 	@# createdAt says when this version's bundle was first generated: it is
 	@# kept while VERSION stays, so that regenerating an unchanged bundle
@@ -87,9 +90,10 @@ bundle-validate: $(OPERATOR_SDK) ## Validate bundle/ with OperatorHub's checks; 
 
 .PHONY: bundle-verify
 bundle-verify: $(OPERATOR_SDK) $(KUSTOMIZE) ## Fail when bundle/ or bundle.Dockerfile drifts from config/ (regenerates them in place).
-	@rm -rf $(CURDIR)/.verify-bundle && mkdir -p $(CURDIR)/.verify-bundle
-	@cp -r bundle bundle.Dockerfile config/manifests/bases $(CURDIR)/.verify-bundle/
-	@$(MAKE) -s bundle >$(CURDIR)/.verify-bundle/log 2>&1 || { cat $(CURDIR)/.verify-bundle/log; exit 1; }
+	@# One line, which `make -n` runs too (it names $(MAKE)), so that a dry run has a folder to log to.
+	@rm -rf $(CURDIR)/.verify-bundle && mkdir -p $(CURDIR)/.verify-bundle && \
+	 cp -r bundle bundle.Dockerfile config/manifests/bases $(CURDIR)/.verify-bundle/ && \
+	 { $(MAKE) -s bundle IMAGE_LOCK_CHECK=1 >$(CURDIR)/.verify-bundle/log 2>&1 || { cat $(CURDIR)/.verify-bundle/log; exit 1; }; }
 	@for f in bundle bundle.Dockerfile; do \
 		if ! diff -r $(CURDIR)/.verify-bundle/$$f $$f >/dev/null; then \
 			echo "the OLM bundle drifted from its sources: $$f (run 'make bundle' and commit)"; \
@@ -136,7 +140,7 @@ undeploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Remove what deploy installed, ImageCa
 TOOL_MODULES += OPERATOR_SDK_VERSION:operator-sdk:github.com/operator-framework/operator-sdk
 $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION):
 	mkdir -p $(LOCALBIN)
-	cd hack/tools/operator-sdk && go build -trimpath -tags containers_image_openpgp \
+	cd hack/tools/operator-sdk && $(BUILD_NICE) go build -trimpath -tags containers_image_openpgp \
 		-ldflags="-s -w $(OPERATOR_SDK_LDFLAGS)" -o $@ github.com/operator-framework/operator-sdk/cmd/operator-sdk
 $(eval $(call versioned-link,operator-sdk,$(OPERATOR_SDK_VERSION)))
 
@@ -153,7 +157,7 @@ olm-tools: $(OPERATOR_SDK) $(KUSTOMIZE) ## Build operator-sdk and kustomize into
 SCORECARD_TEST ?= $(LOCALBIN)/scorecard-test
 $(LOCALBIN)/scorecard-test-$(OPERATOR_SDK_VERSION):
 	mkdir -p $(LOCALBIN)
-	cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp \
+	cd hack/tools/operator-sdk && CGO_ENABLED=0 $(BUILD_NICE) go build -trimpath -tags containers_image_openpgp \
 		-ldflags='-s -w' -o $@ github.com/operator-framework/operator-sdk/images/scorecard-test
 $(eval $(call versioned-link,scorecard-test,$(OPERATOR_SDK_VERSION)))
 
@@ -171,7 +175,7 @@ OLM_VERSION ?= v0.38.0
 OPM_VERSION ?= v1.61.0
 GRPC_HEALTH_PROBE_VERSION ?= v0.4.41
 OLM_TOOLS_DIR = hack/tools/olm
-OLM_TOOLS_BUILD = cd $(OLM_TOOLS_DIR) && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp,netgo,osusergo
+OLM_TOOLS_BUILD = cd $(OLM_TOOLS_DIR) && CGO_ENABLED=0 $(BUILD_NICE) go build -trimpath -tags containers_image_openpgp,netgo,osusergo
 OLM_VERSION_LDFLAGS = -X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=$(OLM_VERSION)
 OPM ?= $(LOCALBIN)/opm
 TOOL_MODULES += OLM_VERSION:olm:github.com/operator-framework/operator-lifecycle-manager \

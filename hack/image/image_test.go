@@ -16,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
+	"github.com/kubefledged/kube-fledged/hack/image/lock"
 	kfplatform "github.com/kubefledged/kube-fledged/internal/platform"
 )
 
@@ -266,5 +269,45 @@ func TestDigestFiles(t *testing.T) {
 	}
 	if _, err := digestFiles([]string{"missing"}); err == nil {
 		t.Error("a missing file gave a revision")
+	}
+}
+
+// The lock gives its digest only for the inputs it was recorded for; for
+// others, -check fails naming the remedy instead of building.
+func TestLockedDigest(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	file := filepath.Join(t.TempDir(), "digest.lock")
+	out := filepath.Join(t.TempDir(), "oci")
+	key, err := imageKey(t.Context(), "v1.0.0", kfplatform.Image())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other, err := imageKey(t.Context(), "v1.0.1", kfplatform.Image()); err != nil {
+		t.Fatal(err)
+	} else if other == key {
+		t.Errorf("another version kept the key %s", key)
+	}
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img,
+		Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}})
+	recorded, err := lock.FromIndex(key, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Write(file, recorded); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := lockedDigest(t.Context(), "v1.0.0", file, out, true); err != nil || got != recorded.Digest {
+		t.Errorf("a lock recorded for these inputs gave %q, %v; want its digest %s", got, err, recorded.Digest)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a matching lock built anyway (%v)", err)
+	}
+	_, err = lockedDigest(t.Context(), "v1.0.1", file, out, true)
+	if err == nil || !strings.Contains(err.Error(), "make bundle") {
+		t.Errorf("a lock of other inputs with -check: %v, want an error naming make bundle", err)
 	}
 }

@@ -3,6 +3,7 @@
 // and pushes any of them, without a Docker engine:
 //
 //	go run ./hack/image build -out DIR -version v0.11.0 [-ref IMG] [-platforms linux/amd64,linux/arm/v7] [-digest-file FILE]
+//	go run ./hack/image digest -version v0.11.0 -lock hack/image/digest.lock -out DIR [-check]
 //	go run ./hack/image bundle -out DIR -ref BUNDLE_IMG [-dir bundle]
 //	go run ./hack/image catalog -out DIR -ref CATALOG_IMG -opm bin/opm -probe bin/grpc_health_probe -bundle LAYOUT...
 //	go run ./hack/image opm -out DIR -ref IMG -opm bin/opm -probe bin/grpc_health_probe
@@ -53,6 +54,7 @@ import (
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   image build -out DIR -version VERSION [-ref IMG] [-platforms LIST] [-digest-file FILE]
+  image digest -version VERSION -lock FILE -out DIR [-check]
   image bundle -out DIR -ref BUNDLE_IMG [-dir bundle] [-platforms LIST] [-digest-file FILE]
   image catalog -out DIR -ref CATALOG_IMG -opm BIN -probe BIN -bundle LAYOUT... [-configs DIR] [-digest-file FILE]
   image opm -out DIR -ref IMG -opm BIN -probe BIN [-digest-file FILE]
@@ -76,6 +78,8 @@ func main() {
 	switch os.Args[1] {
 	case "build":
 		err = buildCommand(ctx, os.Args[2:])
+	case "digest":
+		err = digestCommand(ctx, os.Args[2:])
 	case "bundle":
 		err = bundleCommand(ctx, os.Args[2:])
 	case "catalog":

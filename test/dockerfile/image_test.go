@@ -42,6 +42,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubefledged/kube-fledged/hack/image/lock"
 	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/platform"
 	"github.com/kubefledged/kube-fledged/test/framework/repo"
@@ -60,6 +61,29 @@ func wantPlatforms() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// testPlatforms are the platforms the tests build the image for: this
+// machine's alone, unless IMAGE_TEST_PLATFORMS=all (`make test-image`) asks
+// for every one. A platform is one cross-compile, minutes on a new machine,
+// and `make bundle` builds them all whenever the image's inputs change
+// (hack/image/lock), so `make test` checks this machine's against that
+// record (TestDigestLock) rather than building the other four again.
+func testPlatforms(t *testing.T) []string {
+	t.Helper()
+	switch v := os.Getenv("IMAGE_TEST_PLATFORMS"); v {
+	case "all":
+		return wantPlatforms()
+	case "":
+		host := "linux/" + runtime.GOARCH
+		if !slices.Contains(wantPlatforms(), host) {
+			t.Skipf("this machine's platform %s is none the image is built for (%v)", host, wantPlatforms())
+		}
+		return []string{host}
+	default:
+		t.Fatalf("IMAGE_TEST_PLATFORMS=%q: want all, or nothing for this machine's platform", v)
+		return nil
+	}
 }
 
 // The ELF machine and byte order of each architecture's binary: a binary
@@ -144,13 +168,14 @@ func imageTool(t *testing.T) string {
 // every test shares, 1 for the second the reproducibility test needs.
 func builtImage(t *testing.T, n int) *built {
 	t.Helper()
-	root, version, tool := repoRoot(t), "v"+makeVersion(t), imageTool(t)
+	root, version, tool, platforms := repoRoot(t), "v"+makeVersion(t), imageTool(t), testPlatforms(t)
 	b := &builds[n]
 	b.once.Do(func() {
 		start := time.Now()
 		out := filepath.Join(shared.dir, fmt.Sprintf("build-%d", n))
 		cmd := exec.Command(tool, "build", "-out", filepath.Join(out, "oci"),
-			"-digest-file", filepath.Join(out, "digest"), "-version", version, "-ref", testRef)
+			"-digest-file", filepath.Join(out, "digest"), "-version", version, "-ref", testRef,
+			"-platforms", strings.Join(platforms, ","))
 		cmd.Dir = root
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -330,7 +355,7 @@ func TestImageLayout(t *testing.T) {
 		}
 	}
 	slices.Sort(platforms)
-	if want := wantPlatforms(); !slices.Equal(platforms, want) {
+	if want := testPlatforms(t); !slices.Equal(platforms, want) {
 		t.Fatalf("the index is for %v, want exactly %v", platforms, want)
 	}
 	labels := wantLabels(t)
@@ -720,5 +745,61 @@ func TestImagePush(t *testing.T) {
 	// digest.
 	if err := validate.Index(pulled); err != nil {
 		t.Errorf("the pulled image is incomplete or corrupt: %v", err)
+	}
+}
+
+// TestDigestLock holds the record `make bundle` made of the image (and
+// `make verify` takes the digest from, without building, while the key of
+// the inputs matches) to a build of this tree: each platform built here
+// must have the manifest recorded, byte for byte, and a build of every
+// platform the recorded digest. A key that missed an input the image
+// depends on would let the bundle pin an image nobody builds; it fails here.
+func TestDigestLock(t *testing.T) {
+	root, tool := repoRoot(t), imageTool(t)
+	mk, err := os.ReadFile(filepath.Join(root, "hack", "image.mk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^IMAGE_GO \?= (\S+)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("no IMAGE_GO ?= in hack/image.mk")
+	}
+	if goVersion := runtime.Version(); goVersion != string(m[1]) {
+		t.Skipf("the lock is for the image IMAGE_GO (%s) compiles; this is %s", m[1], goVersion)
+	}
+	cmd := exec.Command(tool, "digest", "-version", "v"+makeVersion(t), "-lock", filepath.FromSlash(lock.File),
+		"-out", filepath.Join(t.TempDir(), "oci"), "-check")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/image digest -check: %v\n%s", err, stderr.Bytes())
+	}
+	recorded, err := lock.Read(filepath.Join(root, filepath.FromSlash(lock.File)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != recorded.Digest {
+		t.Fatalf("hack/image digest printed %s, the lock records %s", got, recorded.Digest)
+	}
+	im, err := v1.ParseIndexManifest(bytes.NewReader(recorded.Index))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for _, d := range im.Manifests {
+		platforms = append(platforms, d.Platform.String())
+	}
+	slices.Sort(platforms)
+	if want := wantPlatforms(); !slices.Equal(platforms, want) {
+		t.Errorf("the lock records an index for %v, want every platform %v", platforms, want)
+	}
+	b := builtImage(t, 0)
+	if err := recorded.Matches(b.index(t)); err != nil {
+		t.Fatalf("%s records another image than this tree builds: %v; the lock's key (hack/image/lock.go) misses an input the image depends on", lock.File, err)
+	}
+	if slices.Equal(testPlatforms(t), wantPlatforms()) && b.digest != recorded.Digest {
+		t.Fatalf("this tree builds %s for every platform, the lock records %s", b.digest, recorded.Digest)
 	}
 }

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -50,10 +49,11 @@ const mirrorRepository = "airgap/kubefledged"
 // the one the CSV pins): set by TestMain's Setup.
 var mirrorImage string
 
-// pushMirror copies the index we built into the mirror, by digest only, as oc-mirror does.
-func pushMirror(ctx context.Context, idx v1.ImageIndex) error {
+// pushMirror copies our index into the mirror, by digest only, as oc-mirror does.
+func pushMirror(ctx context.Context) error {
 	var err error
-	mirrorImage, err = node.PushIndex(ctx, mirrorRepository+"@"+built.index.String(), idx)
+	mirrorImage, err = node.PushLockedIndex(ctx, mirrorRepository+"@"+built.index.String(),
+		lockedIndex.raw, lockedIndex.built, lockedIndex.manifests)
 	return err
 }
 

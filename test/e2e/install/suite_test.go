@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubefledged/kube-fledged/hack/image/lock"
 	"github.com/kubefledged/kube-fledged/internal/commands"
-	kfplatform "github.com/kubefledged/kube-fledged/internal/platform"
 	"github.com/kubefledged/kube-fledged/test/framework"
 	"github.com/kubefledged/kube-fledged/test/sandbox"
 	"github.com/kubefledged/kube-fledged/test/sandbox/realnode"
@@ -113,22 +113,32 @@ func chartImage() (string, error) {
 }
 
 // buildImage runs hack/image as `make image` does into a layout of the test's own
-// (bin/image may hold another tree's build), for every platform: the index is then the
-// very image `make bundle` pinned in the CSV, which TestOLM installs by that digest. Each
-// platform is a cross-compile, but `make test` has built them all before (bundle-verify,
-// test/dockerfile), so here they are links from Go's build cache.
+// (bin/image may hold another tree's build), for this machine's platform: the node runs
+// no other. The other platforms' manifests come from hack/image/digest.lock, which `make
+// bundle` wrote from a build of every platform (pushImages), so that the node's registry
+// serves the very index the CSV pins, which TestOLM installs by that digest.
 func buildImage(ctx context.Context, out string) error {
 	tag, _ := name.NewTag(ourImage)
 	t0 := time.Now()
-	if err := images.run(ctx, "build", "-out", out, "-version", tag.TagStr(), "-ref", ourImage); err != nil {
+	host := "linux/" + runtime.GOARCH
+	if err := images.run(ctx, "build", "-out", out, "-version", tag.TagStr(), "-ref", ourImage, "-platforms", host); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "e2e/install: image built (%s) in %s\n", kfplatform.List(), time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e/install: image built (%s) in %s\n", host, time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
+// lockedIndex is what pushImages stores for our image: the index's manifest, the image
+// built here and the manifests of the other platforms, as the lock records them.
+var lockedIndex struct {
+	raw       []byte
+	built     []v1.Image
+	manifests [][]byte
+}
+
 // pushImages pushes our index under the chart's image name, so that the node pulls it by
-// that name, and the test images the caches name.
+// that name, and the test images the caches name. The index is the one the lock records,
+// once this machine's image, built here, is the very one recorded for its platform.
 func pushImages(ctx context.Context, oci string) error {
 	lp, err := layout.FromPath(oci)
 	if err != nil {
@@ -149,35 +159,46 @@ func pushImages(ctx context.Context, oci string) error {
 	if err != nil {
 		return err
 	}
+	recorded, err := lock.Read(filepath.Join(repoDir, filepath.FromSlash(lock.File)))
+	if err != nil {
+		return err
+	}
+	if recorded.Key == "" {
+		return fmt.Errorf("no %s: run `make bundle`", lock.File)
+	}
+	if err := recorded.Matches(idx); err != nil {
+		return fmt.Errorf("this tree builds another image than %s records (%v): run `make bundle` (the product's code or chart changed since), "+
+			"or run the tests with the Go release of IMAGE_GO in hack/image.mk (this is %s)", lock.File, err, runtime.Version())
+	}
+	if built.index, err = v1.NewHash(recorded.Digest); err != nil {
+		return err
+	}
 	im, err := idx.IndexManifest()
 	if err != nil {
 		return err
 	}
-	built.index = tm.Manifests[0].Digest
-	var platforms []string
-	for _, d := range im.Manifests {
-		if d.Platform == nil {
-			continue
-		}
-		platforms = append(platforms, d.Platform.OS+"/"+d.Platform.Architecture)
-		if d.Platform.OS == "linux" && d.Platform.Architecture == runtime.GOARCH {
-			img, err := idx.Image(d.Digest)
-			if err != nil {
-				return err
-			}
-			if built.config, err = img.ConfigName(); err != nil {
-				return err
-			}
-			built.manifest = d.Digest
-		}
+	if len(im.Manifests) != 1 || im.Manifests[0].Platform == nil || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
+		return fmt.Errorf("%s: want the one image of linux/%s, buildImage's", oci, runtime.GOARCH)
 	}
-	if built.manifest == (v1.Hash{}) || len(platforms) != len(kfplatform.Image()) {
-		return fmt.Errorf("the image index has %v, want %s", platforms, kfplatform.List())
-	}
-	if err := node.PushIndexAs(ctx, ourImage, idx); err != nil {
+	host := im.Manifests[0]
+	img, err := idx.Image(host.Digest)
+	if err != nil {
 		return err
 	}
-	if err := pushMirror(ctx, idx); err != nil {
+	if built.config, err = img.ConfigName(); err != nil {
+		return err
+	}
+	built.manifest = host.Digest
+	lockedIndex.raw, lockedIndex.built = recorded.Index, []v1.Image{img}
+	for p, m := range recorded.Manifests {
+		if p != host.Platform.String() {
+			lockedIndex.manifests = append(lockedIndex.manifests, m)
+		}
+	}
+	if err := node.PushLockedIndexAs(ctx, ourImage, lockedIndex.raw, lockedIndex.built, lockedIndex.manifests); err != nil {
+		return err
+	}
+	if err := pushMirror(ctx); err != nil {
 		return err
 	}
 	var refs []string

@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // File is one entry of a test image's layer.
@@ -287,6 +288,65 @@ func (n *Node) PushIndex(ctx context.Context, repoRef string, idx v1.ImageIndex)
 	}
 	return ref, nil
 }
+
+// PushLockedIndexAs is PushIndexAs for an index of which only some images were built
+// here: index is its manifest, byte for byte; built are the images of it at hand, pushed
+// whole; manifests are the manifests of the others, stored without their layers. A node
+// pulls only its own platform's image, so it runs as from the whole index, and the index
+// keeps the digest the bundle pins though this machine built one platform of it.
+func (n *Node) PushLockedIndexAs(ctx context.Context, ref string, index []byte, built []v1.Image, manifests [][]byte) error {
+	local, err := n.mirrored(ref)
+	if err != nil {
+		return err
+	}
+	return pushLocked(ctx, local, index, built, manifests)
+}
+
+// PushLockedIndex is PushIndex for an index of which only some images were built here
+// (PushLockedIndexAs).
+func (n *Node) PushLockedIndex(ctx context.Context, repoRef string, index []byte, built []v1.Image, manifests [][]byte) (string, error) {
+	ref := n.reg.host + "/" + repoRef
+	parsed, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	return ref, pushLocked(ctx, parsed, index, built, manifests)
+}
+
+func pushLocked(ctx context.Context, ref name.Reference, index []byte, built []v1.Image, manifests [][]byte) error {
+	repo := ref.Context()
+	for _, img := range built {
+		d, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(repo.Digest(d.String()), img, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("realnode: push %s@%s: %w", repo, d, err)
+		}
+	}
+	for _, m := range manifests {
+		d, _, err := v1.SHA256(bytes.NewReader(m))
+		if err != nil {
+			return err
+		}
+		if err := remote.Put(repo.Digest(d.String()), rawManifest{m, types.OCIManifestSchema1}, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("realnode: push the manifest %s@%s: %w", repo, d, err)
+		}
+	}
+	if err := remote.Put(ref, rawManifest{index, types.OCIImageIndex}, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("realnode: push the index %s: %w", ref, err)
+	}
+	return nil
+}
+
+// rawManifest is a manifest to store as it is.
+type rawManifest struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
 
 // PushAs stores img in the node's registry under ref, a full name in one of the mirrored
 // registries (Options.Mirrors), e.g. docker.io/library/busybox:1.36: a pod naming ref pulls
