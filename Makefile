@@ -74,16 +74,31 @@ manifests: $(LOCALBIN)/controller-gen ## Generate the CRDs (config/ and the char
 	go run ./hack/gen-rbac -out config/rbac
 
 .PHONY: verify
-# Per work tree, so that two trees sharing one bin/ can verify at once.
+# verify regenerates in a copy of the work tree (what git tracks, and new
+# files it does not ignore), never in the tree itself: `make test` lints and
+# tests that tree while verify runs beside them, and the tests read the
+# golden files and the bundle verify rewrites. The copy is its own tree to
+# git (GIT_CEILING_DIRECTORIES), as a source archive would be.
 VERIFY_DIR := $(CURDIR)/.verify
-verify: ## Fail when generated files drift from their sources.
-	@rm -rf $(VERIFY_DIR) && mkdir -p $(VERIFY_DIR)
-	@cp -r $(GENERATED) $(VERIFY_DIR)/ 2>/dev/null || true
+verify: $(LOCALBIN)/controller-gen olm-tools ## Fail when generated files drift from their sources (checked in a copy of the tree).
+	@# One line, which `make -n` runs too (it names $(MAKE)), so that a dry run has a copy to read.
+	@rm -rf $(VERIFY_DIR) && mkdir -p $(VERIFY_DIR)/tree && \
+	 git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(VERIFY_DIR)/tree && \
+	 GIT_CEILING_DIRECTORIES=$(VERIFY_DIR) $(BUILD_NICE) $(MAKE) -s --no-print-directory -C $(VERIFY_DIR)/tree verify-in-place LOCALBIN=$(LOCALBIN)
+
+# verify-in-place regenerates the generated files where it runs and fails
+# on any difference; `make verify` runs it in a copy. Its own scratch
+# folder: VERIFY_DIR may come from a parent make's command line.
+VERIFY_IN_PLACE_DIR := $(CURDIR)/.verify-in-place
+.PHONY: verify-in-place
+verify-in-place:
+	@rm -rf $(VERIFY_IN_PLACE_DIR) && mkdir -p $(VERIFY_IN_PLACE_DIR)
+	@cp -r $(GENERATED) $(VERIFY_IN_PLACE_DIR)/ 2>/dev/null || true
 	@$(MAKE) -s generate manifests golden
 	@for f in $(GENERATED); do \
-		if ! diff -r $(VERIFY_DIR)/$$(basename $$f) $$f >/dev/null 2>&1; then \
+		if ! diff -r $(VERIFY_IN_PLACE_DIR)/$$(basename $$f) $$f >/dev/null 2>&1; then \
 			echo "generated file drifted from its sources: $$f (run 'make generate manifests golden' and commit)"; \
-			diff -r $(VERIFY_DIR)/$$(basename $$f) $$f | head -20; exit 1; fi; done
+			diff -r $(VERIFY_IN_PLACE_DIR)/$$(basename $$f) $$f | head -20; exit 1; fi; done
 	@echo "generated files match their sources"
 	@go run ./hack/chart-readme -chart helm-charts/kubefledged -check
 	@echo "the chart's README matches its values"
@@ -115,24 +130,90 @@ fmt: ## gofmt the tree.
 # make test) is waited for, not an error.
 .PHONY: lint
 lint: $(LOCALBIN)/golangci-lint ## golangci-lint (vet, gofmt and the linters in .golangci.yml).
-	$(LOCALBIN)/golangci-lint run --allow-serial-runners ./...
-	cd test/monitoring && go vet ./...
+	$(BUILD_NICE) $(LOCALBIN)/golangci-lint run --allow-serial-runners ./...
+	cd test/monitoring && $(BUILD_NICE) go vet ./...
 
+# `make test` runs in parts at once (TEST_JOBS make jobs). On a new machine
+# most of its work is compiling (the tools, the test binaries, the image for
+# every platform), which wants both cores, while the suites mostly wait on
+# the control plane. So the ImageCache suite, the longest, starts as soon as
+# the control plane it runs on is built, and every other tool, the lint and
+# verify are built and run at BUILD_NICE (nice 19), on the cores the suites
+# leave idle; the suites themselves run at normal priority.
+# docs/reliability.md ("CI's time on a new machine") has the figures. Each
+# part's output comes when it ends (-Otarget); bin/test-logs/ has each suite's
+# log as it runs. A part that fails stops no other (-k): the run reports
+# every failure, and fails.
+TEST_JOBS ?= 6
+TEST_LOGS = $(LOCALBIN)/test-logs
 .PHONY: test
-test: tools realnode-tools olm-e2e-tools kube-oldest-tools lint verify ## Build everything; run unit, fuzz-seed and sandbox integration tests.
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./... 2>&1 | tee $(CURDIR)/bin/test.log
-	# ./... ran the ImageCache suite with node pull Jobs, the default, on KUBE_VERSION; once more
-	# with a Job per (image, node), on the oldest Kubernetes claimed (KUBE_OLDEST_VERSION): two
-	# axes in one run, since a third run of the suite would cost CI some ten minutes.
-	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=image go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee -a $(CURDIR)/bin/test.log
-	$(MAKE) bundle-validate fuzz run-smoke test-monitoring
+test: ## Build everything; run unit, fuzz-seed and sandbox integration tests (in parts at once).
+	@mkdir -p $(TEST_LOGS)
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) -k -Otarget BUILD_NICE='nice -n 19' test-parts
 
-# The ImageCache suite with node pull Jobs (the default) on the control plane
-# of the oldest Kubernetes the chart and the CSV claim; `make test` runs it
-# there with a Job per (image, node).
+# In the order make starts them: the longest suite and the parts that need
+# the most tools first.
+.PHONY: test-parts
+test-parts: test-imagecache test-node test-sandbox test-oldest-part lint verify bundle-validate test-monitoring fuzz run-smoke
+
+# The packages that run the real node, OLM's own tools or the image for
+# every platform (test-node); every other package needs only the sandbox's
+# control plane, etcd and kwok (test-sandbox), and the ImageCache suite is a
+# part of its own (test-imagecache).
+NODE_PKGS = ./test/sandbox/realnode/... ./test/e2e/realnode/... ./test/e2e/install/... ./test/dockerfile/...
+SANDBOX_PKGS = $$(go list ./... | grep -v -E '/test/(sandbox/realnode|e2e/realnode|e2e/install|dockerfile|e2e/imagecache)(/|$$)')
+
+.PHONY: test-imagecache
+test-imagecache: sandbox-tools ## The ImageCache suite on KUBE_VERSION with node pull Jobs (the default).
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee $(TEST_LOGS)/imagecache.log
+
+.PHONY: test-sandbox
+test-sandbox: sandbox-tools ## Every package but the ImageCache suite and the real-node ones: unit, fuzz seeds, sandbox suites.
+	go test -count=1 -timeout $(TEST_TIMEOUT) $(SANDBOX_PKGS) 2>&1 | tee $(TEST_LOGS)/sandbox.log
+
+.PHONY: test-node
+test-node: sandbox-tools realnode-tools olm-e2e-tools olm-tools ## The real-node, install and image packages (as root).
+	go test -count=1 -timeout $(TEST_TIMEOUT) $(NODE_PKGS) 2>&1 | tee $(TEST_LOGS)/node.log
+
+# test/dockerfile with the image built for every platform: `make test`
+# builds this machine's alone and holds it to the record `make bundle` made
+# of every platform (hack/image/lock).
+.PHONY: test-image
+test-image: olm-e2e-tools ## The image tests (test/dockerfile) with the image built for every platform.
+	IMAGE_TEST_PLATFORMS=all go test -count=1 -timeout $(TEST_TIMEOUT) ./test/dockerfile/
+
+# What the oldest Kubernetes claimed (KUBE_OLDEST_VERSION) can break, run
+# there by `make test` with a Job per (image, node): the tests of the API
+# surface whose behaviour moved between 1.27 and KUBE_VERSION. Jobs, their
+# pods and the Job controller's failure, back-off and deletion handling
+# (operations, failed and transient pulls, Jobs deleted, retention); node
+# taints and joining nodes; admission (Pod Security, LimitRange and quota
+# refusals, the webhook); printer columns; finalizers; Leases; the workload
+# APIs fromWorkloads reads; request size limits. `make test-oldest` runs the
+# whole suite there; test/sandbox checks each name is a test of the suite.
+OLDEST_TESTS = TestOperations TestFailedPull TestTransientPullErrorsRetried TestJobsDeletedMidOperation \
+	TestRetentionMatrix TestStartupTaint TestNewNodes TestRestrictedNamespace TestDeleteNamespaceRefusedAtStart \
+	TestRefusedJobs TestJobResourcesMeetLimits TestKubectlColumns TestPinBookkeeping TestSecondInstallStandsBy \
+	TestFromWorkloadsPullsBeforeAPausedRollout TestStatusTooLarge
+# The pull Job granularity of the suite's runs on KUBE_OLDEST_VERSION: the
+# other one than test-imagecache's, so that each runs on a real control plane.
+OLDEST_GRANULARITY ?= image
+OLDEST_RUN = $(shell echo '$(strip $(OLDEST_TESTS))' | sed 's/ /|/g')
+
+# print-VARIABLE prints a variable's value, for the tests that check one.
+print-%:
+	@echo '$($*)'
+
+.PHONY: test-oldest-part
+test-oldest-part: sandbox-tools kube-oldest-tools ## The ImageCache suite's OLDEST_TESTS on KUBE_OLDEST_VERSION, with a Job per (image, node).
+	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=$(OLDEST_GRANULARITY) go test -count=1 -timeout $(TEST_TIMEOUT) \
+		-run '^($(OLDEST_RUN))$$' ./test/e2e/imagecache/ 2>&1 | tee $(TEST_LOGS)/oldest.log
+
+# The whole ImageCache suite on the control plane of the oldest Kubernetes
+# the chart and the CSV claim, with a Job per (image, node) by default.
 .PHONY: test-oldest
-test-oldest: tools kube-oldest-tools ## The ImageCache suite on KUBE_OLDEST_VERSION's apiserver, kcm and scheduler.
-	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/
+test-oldest: sandbox-tools kube-oldest-tools ## The whole ImageCache suite on KUBE_OLDEST_VERSION's apiserver, kcm and scheduler (OLDEST_GRANULARITY).
+	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=$(OLDEST_GRANULARITY) go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/
 
 # The chart's alerts and dashboard, tested with Prometheus's own libraries in
 # a module of their own (test/monitoring/go.mod), so that the product never
@@ -141,7 +222,7 @@ test-oldest: tools kube-oldest-tools ## The ImageCache suite on KUBE_OLDEST_VERS
 # also runs this on its own fresh scrapes; -update-scrapes keeps them).
 .PHONY: test-monitoring
 test-monitoring: ## The chart's alerts on recorded controller scrapes, and its dashboard's queries (Prometheus's libraries).
-	cd test/monitoring && go test -count=1 ./...
+	cd test/monitoring && $(BUILD_NICE) go test -count=1 ./...
 
 # Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`;
 # their seed corpora run in every `go test`.
@@ -161,7 +242,7 @@ test-unit: ## Unit tests only (no sandbox, no tools): seconds, for the inner loo
 fuzz: ## Short fuzz runs of the parsers and decoders.
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; done
+		$(BUILD_NICE) go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; done
 
 .PHONY: run-smoke
 # The kwok sandbox (SANDBOX_REAL_NODE empty): fast, and it proves that the
@@ -170,7 +251,7 @@ fuzz: ## Short fuzz runs of the parsers and decoders.
 # A node pull Job reads a failed pull at the kubelet's first ErrImagePull;
 # a Job per (image, node) may first see ImagePullBackOff: either is the kubelet's.
 RUN_SMOKE_DIR = $(CURDIR)/.sandbox/run-smoke
-run-smoke: build ## `make run` on a fresh sandbox, until the samples settle; checks their final status.
+run-smoke: build sandbox-tools ## `make run` on a fresh sandbox, until the samples settle; checks their final status.
 	rm -rf $(RUN_SMOKE_DIR) && mkdir -p $(RUN_SMOKE_DIR)
 	RUN_UNTIL_SETTLED=1 SANDBOX_DIR=$(RUN_SMOKE_DIR)/sandbox SANDBOX_REAL_NODE= KUBECONFIG= hack/run.sh 2>&1 | tee $(RUN_SMOKE_DIR)/run-smoke.log
 	grep -Eq '^kubefledged +True +InstallSuccessful' $(RUN_SMOKE_DIR)/run-smoke.log
@@ -251,12 +332,20 @@ $(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
 	@[ "$$$$(readlink $$@)" = "$(1)-$(2)" ] || { echo "bin/$(1) -> $(1)-$(2)"; ln -sfn $(1)-$(2) $$@; }
 endef
 
+# BUILD_NICE is what `make test` runs the builds and checks off its critical
+# path under (nice 19); empty otherwise. build-nice NAME is BUILD_NICE for
+# every tool but those the first suite waits for (CRITICAL_TOOLS: the
+# control plane, built from hack/tools/kube, and kwok, etcd being small).
+BUILD_NICE ?=
+CRITICAL_TOOLS = kube kwok
+build-nice = $(if $(filter $(1),$(CRITICAL_TOOLS)),,$(BUILD_NICE))
+
 # versioned-tool NAME, VERSION, PACKAGE, FLAGS: `go install PACKAGE@VERSION`
 # into bin/NAME-VERSION, linked as bin/NAME.
 define versioned-tool
 $(LOCALBIN)/$(1)-$(2):
 	rm -rf $(LOCALBIN)/.install-$(1) && mkdir -p $(LOCALBIN)/.install-$(1)
-	GOBIN=$(LOCALBIN)/.install-$(1) go install $(4) $(3)@$(2)
+	GOBIN=$(LOCALBIN)/.install-$(1) $(call build-nice,$(1)) go install $(4) $(3)@$(2)
 	mv $(LOCALBIN)/.install-$(1)/$(1) $$@ && rm -rf $(LOCALBIN)/.install-$(1)
 $(call versioned-link,$(1),$(2))
 endef
@@ -294,6 +383,12 @@ KUBE_OLDEST_BINS := $(foreach c,$(KUBE_OLDEST_CMDS),$(LOCALBIN)/$(c)-$(KUBE_OLDE
 .PHONY: kube-oldest-tools
 kube-oldest-tools: $(KUBE_OLDEST_BINS) ## Build KUBE_OLDEST_VERSION's apiserver, kcm and scheduler into bin/.
 
+# What every sandbox needs: the control plane, etcd and kwok. Named by this
+# target, not a variable: a rule above this line would read the variable
+# empty (see kube-oldest-tools).
+.PHONY: sandbox-tools
+sandbox-tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok
+
 .PHONY: tools
 tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
 
@@ -304,7 +399,7 @@ tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen
 define kube-tools
 $(foreach c,$(3),$(LOCALBIN)/$(c)-$(2)) &:
 	rm -rf $(LOCALBIN)/.build-$(1) && mkdir -p $(LOCALBIN)/.build-$(1)
-	cd hack/tools/$(1) && go build -trimpath -ldflags='-s -w $(call kube-version-ldflags,$(2))' -o $(LOCALBIN)/.build-$(1)/ \
+	cd hack/tools/$(1) && $(call build-nice,$(1)) go build -trimpath -ldflags='-s -w $(call kube-version-ldflags,$(2))' -o $(LOCALBIN)/.build-$(1)/ \
 		$(addprefix k8s.io/kubernetes/cmd/,$(3))
 	for c in $(3); do mv $(LOCALBIN)/.build-$(1)/$$$$c $(LOCALBIN)/$$$$c-$(2); done
 	rm -rf $(LOCALBIN)/.build-$(1)

@@ -18,7 +18,7 @@ git clone -q "$src" "$clone"
 git -C "$clone" checkout -q "$rev"
 if [ -d "$src/bin" ]; then
 	cp -al "$src/bin" "$clone/bin"
-	rm -f "$clone/bin/test.log"
+	rm -rf "$clone/bin/test-logs"
 fi
 go build -C "$src" -o "$scratch/cpuhog" ./hack/cpuhog
 

@@ -8,7 +8,7 @@
 # told to (failCgroupV1: false), which later kubelets may not.
 $(LOCALBIN)/kubelet-$(KUBE_VERSION):
 	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
+	cd hack/tools/kube && $(BUILD_NICE) go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
 		k8s.io/kubernetes/cmd/kubelet
 $(eval $(call versioned-link,kubelet,$(KUBE_VERSION)))
 
@@ -17,7 +17,7 @@ $(eval $(call versioned-link,kubelet,$(KUBE_VERSION)))
 # version stamps and the same pin as the kubelet beside it.
 $(LOCALBIN)/kube-proxy-$(KUBE_VERSION):
 	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
+	cd hack/tools/kube && $(BUILD_NICE) go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
 		k8s.io/kubernetes/cmd/kube-proxy
 $(eval $(call versioned-link,kube-proxy,$(KUBE_VERSION)))
 
@@ -36,7 +36,7 @@ $(LOCALBIN)/containerd-$(CONTAINERD_VERSION) $(LOCALBIN)/containerd-shim-runc-v2
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	 [ -n "$$src" ] || { echo "go mod download named no source for containerd $(CONTAINERD_VERSION)"; exit 1; }; \
 	 cp -r "$$src" $(CONTAINERD_BUILD)/src && chmod -R u+w $(CONTAINERD_BUILD)/src
-	cd $(CONTAINERD_BUILD)/src && GOFLAGS= go build -trimpath -tags 'no_btrfs no_devmapper no_zfs no_aufs' \
+	cd $(CONTAINERD_BUILD)/src && GOFLAGS= $(BUILD_NICE) go build -trimpath -tags 'no_btrfs no_devmapper no_zfs no_aufs' \
 		-ldflags='-s -w -X github.com/containerd/containerd/version.Version=$(CONTAINERD_VERSION)' \
 		-o $(CONTAINERD_BUILD)/out/ ./cmd/containerd ./cmd/containerd-shim-runc-v2
 	mv $(CONTAINERD_BUILD)/out/containerd-shim-runc-v2 $(LOCALBIN)/containerd-shim-runc-v2-$(CONTAINERD_VERSION)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -29,7 +30,9 @@ func TestMakeBuildsEveryControlPlaneItRuns(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			g := NewWithT(t)
 			bin := t.TempDir()
-			cmd := exec.Command("make", "-n", target, "LOCALBIN="+bin)
+			// A dry run still runs the lines that call make, verify's copy of the tree among
+			// them: into a folder of the test's, not the one a `make test` beside it verifies in.
+			cmd := exec.Command("make", "-n", target, "LOCALBIN="+bin, "VERIFY_DIR="+t.TempDir())
 			cmd.Dir = root
 			// Under `make test` the parent's flags (its jobserver among them) are in the
 			// environment; this make must read the Makefile afresh.
@@ -68,4 +71,36 @@ func builds(lines []string, bin, cmd, version string) bool {
 		}
 	}
 	return false
+}
+
+// `make test` runs the tests OLDEST_TESTS names on the oldest Kubernetes claimed, by a
+// -run pattern; a name that is no test of the suite (renamed, mistyped) would match
+// nothing, and go test passes on a pattern that matches nothing.
+func TestOldestTestsAreTests(t *testing.T) {
+	g := NewWithT(t)
+	root, err := repo.Root()
+	g.Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command("make", "-s", "--no-print-directory", "print-OLDEST_TESTS")
+	cmd.Dir = root
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+	})
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	names := strings.Fields(string(out))
+	g.Expect(names).NotTo(BeEmpty(), "make names no OLDEST_TESTS")
+	files, err := filepath.Glob(filepath.Join(root, "test", "e2e", "imagecache", "*_test.go"))
+	g.Expect(err).NotTo(HaveOccurred())
+	defined := map[string]bool{}
+	testFunc := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, m := range testFunc.FindAllStringSubmatch(string(src), -1) {
+			defined[m[1]] = true
+		}
+	}
+	for _, n := range names {
+		g.Expect(defined).To(HaveKey(n), "OLDEST_TESTS names %s, which is no test of test/e2e/imagecache", n)
+	}
 }
