@@ -15,8 +15,10 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -530,8 +532,12 @@ func TestObjectsPerCase(t *testing.T) {
 		}
 		for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
 			for _, m := range r.Find(kind, "") {
-				if m.Head.Metadata.Name != "kubefledged-delete" && !strings.Contains(m.Content, "name: kubefledged-sa") {
-					t.Errorf("%s %s does not bind kubefledged-sa", kind, m.Head.Metadata.Name)
+				if m.Head.Metadata.Name == "kubefledged-delete" {
+					continue
+				}
+				b := one[rbacv1.RoleBinding](t, []releaseutil.Manifest{m}, kind)
+				if len(b.Subjects) != 1 || b.Subjects[0].Name != "kubefledged-sa" {
+					t.Errorf("%s %s does not bind kubefledged-sa: %+v", kind, m.Head.Metadata.Name, b.Subjects)
 				}
 			}
 		}
@@ -573,16 +579,16 @@ func TestObjectsPerCase(t *testing.T) {
 		if count(r, "ClusterRole") != len(r.Find("ClusterRole", "kubefledged-delete")) {
 			t.Error("ClusterRole rendered")
 		}
-		b := r.Find("ClusterRoleBinding", "kubefledged-binding")
-		if len(b) != 1 || !strings.Contains(b[0].Content, "name: shared-kubefledged") {
-			t.Errorf("binding does not reference the existing ClusterRole: %+v", b)
+		b := one[rbacv1.ClusterRoleBinding](t, r.Find("ClusterRoleBinding", "kubefledged-binding"), "ClusterRoleBinding")
+		if b.RoleRef.Name != "shared-kubefledged" {
+			t.Errorf("binding does not reference the existing ClusterRole: %+v", b.RoleRef)
 		}
 	})
 	t.Run("webhook-external", func(t *testing.T) {
 		r := render(t, c, "webhook-external")
-		vwc := r.Find("ValidatingWebhookConfiguration", "")[0].Content
-		if !strings.Contains(vwc, "caBundle: LS0t") {
-			t.Errorf("external caBundle missing:\n%s", vwc)
+		vwc := one[admissionregistrationv1.ValidatingWebhookConfiguration](t, r.Find("ValidatingWebhookConfiguration", ""), "ValidatingWebhookConfiguration")
+		if ca := vwc.Webhooks[0].ClientConfig.CABundle; !strings.HasPrefix(string(ca), "-----BEGIN CERTIFICATE-----") {
+			t.Errorf("external caBundle missing: %q", ca)
 		}
 		if len(r.Find("Role", "kubefledged-webhook-cert")) != 0 {
 			t.Error("external mode needs no Secret rights")
@@ -593,9 +599,9 @@ func TestObjectsPerCase(t *testing.T) {
 		if count(r, "Certificate") != 1 || count(r, "Issuer") != 1 {
 			t.Error("want a Certificate and a self-signed Issuer")
 		}
-		vwc := r.Find("ValidatingWebhookConfiguration", "")[0].Content
-		if !strings.Contains(vwc, "cert-manager.io/inject-ca-from: kube-fledged/kubefledged-webhook") || strings.Contains(vwc, "caBundle") {
-			t.Errorf("cainjector annotation missing or caBundle rendered:\n%s", vwc)
+		vwc := one[admissionregistrationv1.ValidatingWebhookConfiguration](t, r.Find("ValidatingWebhookConfiguration", ""), "ValidatingWebhookConfiguration")
+		if vwc.Annotations["cert-manager.io/inject-ca-from"] != "kube-fledged/kubefledged-webhook" || vwc.Webhooks[0].ClientConfig.CABundle != nil {
+			t.Errorf("cainjector annotation missing or caBundle rendered: %v %q", vwc.Annotations, vwc.Webhooks[0].ClientConfig.CABundle)
 		}
 	})
 	t.Run("webhook-existing-objects", func(t *testing.T) {
@@ -609,8 +615,8 @@ func TestObjectsPerCase(t *testing.T) {
 	})
 	t.Run("replicas", func(t *testing.T) {
 		r := render(t, c, "replicas")
-		if p := r.Find("PodDisruptionBudget", ""); len(p) != 1 || !strings.Contains(p[0].Content, "minAvailable: 50%") {
-			t.Errorf("PodDisruptionBudget: %+v", p)
+		if p := one[policyv1.PodDisruptionBudget](t, r.Find("PodDisruptionBudget", ""), "PodDisruptionBudget"); p.Spec.MinAvailable == nil || p.Spec.MinAvailable.String() != "50%" {
+			t.Errorf("PodDisruptionBudget minAvailable %v, want 50%%", p.Spec.MinAvailable)
 		}
 	})
 	t.Run("replicas-no-pdb", func(t *testing.T) {
@@ -635,9 +641,8 @@ func TestObjectsPerCase(t *testing.T) {
 	})
 	t.Run("leader-election", func(t *testing.T) {
 		r := render(t, c, "leader-election")
-		role := r.Find("Role", "kubefledged-leader-election")
-		if len(role) != 1 || role[0].Head.Metadata == nil || !strings.Contains(role[0].Content, "namespace: kube-system") {
-			t.Errorf("leader election Role not in kube-system: %+v", role)
+		if role := one[rbacv1.Role](t, r.Find("Role", "kubefledged-leader-election"), "Role"); role.Namespace != "kube-system" {
+			t.Errorf("leader election Role in %q, not kube-system", role.Namespace)
 		}
 		if len(render(t, c, "leader-election-off").Find("Role", "kubefledged-leader-election")) != 0 {
 			t.Error("Lease rights without leader election")

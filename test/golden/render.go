@@ -93,7 +93,7 @@ func Render(chrt *chart.Chart, vals map[string]interface{}) (Rendered, error) {
 		if ki != kj {
 			return ki < kj
 		}
-		return manifests[i].Name+manifests[i].Head.Metadata.Name < manifests[j].Name+manifests[j].Head.Metadata.Name
+		return manifests[i].Name+headName(manifests[i]) < manifests[j].Name+headName(manifests[j])
 	})
 	// Hooks come in the order Helm runs them (weight, then kind, then name).
 	var hooks []releaseutil.Manifest
@@ -110,6 +110,16 @@ func Render(chrt *chart.Chart, vals map[string]interface{}) (Rendered, error) {
 // FindHook returns the hooks of one kind (and name, when not empty).
 func (r Rendered) FindHook(kind, name string) []releaseutil.Manifest {
 	return Rendered{Manifests: r.Hooks}.Find(kind, name)
+}
+
+// headName is a manifest's object name; a document without metadata (what
+// the injection test's values may make of a template) sorts as unnamed
+// rather than crash the rendering.
+func headName(m releaseutil.Manifest) string {
+	if m.Head == nil || m.Head.Metadata == nil {
+		return ""
+	}
+	return m.Head.Metadata.Name
 }
 
 func kindRank(m releaseutil.Manifest) int {

@@ -94,6 +94,13 @@ the suffixes added below (longest "-leader-election", 16) stay within 63.
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+Every value a template prints is quoted (structures go through toYaml), so
+that no value, a KubeFledged's spec included, can end its scalar and write
+YAML of its own: objects the operator would apply with its rights. The
+release name and namespace print as they are: Helm, and for a KubeFledged
+the API server, hold them to DNS names.
+*/}}
 {{- define "kubefledged.labels" -}}
 helm.sh/chart: {{ include "kubefledged.chart" . }}
 {{ include "kubefledged.selectorLabels" . }}
@@ -104,7 +111,7 @@ app.kubernetes.io/part-of: kube-fledged
 
 {{/* Selector labels of the controller pods; never change them, a Deployment's selector is immutable. */}}
 {{- define "kubefledged.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "kubefledged.name" . }}
+app.kubernetes.io/name: {{ include "kubefledged.name" . | quote }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end -}}
@@ -212,6 +219,22 @@ the one form the controller's flags already use.
 {{- end -}}
 
 {{/*
+kubefledged.inline: a value for the inside of a block scalar (the alerts'
+expressions and texts), where quotes would be text. A line break would end
+the scalar and let the rest of the value be YAML of its own, objects
+included, so it fails the rendering. The schema refuses line breaks first;
+this holds where it was skipped (helm --skip-schema-validation). YAML 1.1,
+which Kubernetes parses, also breaks lines at NEL, LS and PS.
+*/}}
+{{- define "kubefledged.inline" -}}
+{{- $s := toString . -}}
+{{- if regexMatch `[\r\n\x{85}\x{2028}\x{2029}]` $s -}}
+{{- fail (printf "%q holds a line break: it cannot be printed inside a block scalar" $s) -}}
+{{- end -}}
+{{- $s -}}
+{{- end -}}
+
+{{/*
 kubefledged.metricSelector: the PromQL label matchers of the controller's
 series as Prometheus stores them. By default those the chart's
 ServiceMonitor gives: prometheus-operator names the job after the Service
@@ -228,7 +251,7 @@ would adopt a bare pod that matched its selector.
 */}}
 {{- define "kubefledged.testLabels" -}}
 helm.sh/chart: {{ include "kubefledged.chart" . }}
-app.kubernetes.io/name: {{ include "kubefledged.name" . }}
+app.kubernetes.io/name: {{ include "kubefledged.name" . | quote }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: test
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
