@@ -143,8 +143,11 @@ lint: $(LOCALBIN)/golangci-lint ## golangci-lint (vet, gofmt and the linters in 
 # docs/reliability.md ("CI's time on a new machine") has the figures. Each
 # part's output comes when it ends (-Otarget); bin/test-logs/ has each suite's
 # log as it runs. A part that fails stops no other (-k): the run reports
-# every failure, and fails.
-TEST_JOBS ?= 6
+# every failure, and fails. Job slots are many: a build at nice 19 costs
+# the suites nothing, but a slot it holds is one the first suite's next
+# small step (a tool's link in bin/) would wait for; a build takes about
+# 100 MB.
+TEST_JOBS ?= 24
 TEST_LOGS = $(LOCALBIN)/test-logs
 .PHONY: test
 test: ## Build everything; run unit, fuzz-seed and sandbox integration tests (in parts at once).
