@@ -159,7 +159,11 @@ func leaderRound(t *testing.T, e *chaos.Env, jobLog *framework.JobLog, round int
 		switch owner[r.Op] {
 		case leader.Name:
 			byLeader++
-			g.Expect(r.Created).To(BeTemporally("<=", killedAt), "Job %s of the dead leader created after its death", r.Name)
+			// A create the leader sent just before the kill is stored after it, as late as a
+			// loaded API server takes (a cold CI run saw 17:35:41 for a kill at
+			// 17:35:40.9997); what must hold is that it is stored before the other replica
+			// leads, never while both do.
+			g.Expect(r.Created).To(BeTemporally("<=", took.At), "Job %s of the dead leader created after the other replica took over", r.Name)
 		case other.Name:
 			byOther++
 			g.Expect(r.Seen).To(BeTemporally(">=", took.At), "Job %s of the new leader created before it led", r.Name)
