@@ -148,6 +148,14 @@ lint: $(LOCALBIN)/golangci-lint ## golangci-lint (vet, gofmt and the linters in 
 # small step (a tool's link in bin/) would wait for; a build takes about
 # 100 MB.
 TEST_JOBS ?= 24
+# How make test builds the tests: as the product's binaries are built
+# (static and -trimpath, as repo.Build, make build and the image build them),
+# so that the packages they share compile once, and linked without symbols
+# or DWARF, which a test's stack trace does not need. A new machine spent
+# minutes compiling the shared packages twice and linking each test binary
+# with gcc.
+TEST_GO = CGO_ENABLED=0 GOFLAGS=-trimpath go test -ldflags='-s -w'
+
 TEST_LOGS = $(LOCALBIN)/test-logs
 .PHONY: test
 test: ## Build everything; run unit, fuzz-seed and sandbox integration tests (in parts at once).
@@ -167,23 +175,30 @@ NODE_PKGS = ./test/sandbox/realnode/... ./test/e2e/realnode/... ./test/e2e/insta
 SANDBOX_PKGS = $$(go list ./... | grep -v -E '/test/(sandbox/realnode|e2e/realnode|e2e/install|dockerfile|e2e/imagecache)(/|$$)')
 
 .PHONY: test-imagecache
-test-imagecache: sandbox-tools ## The ImageCache suite on KUBE_VERSION with node pull Jobs (the default).
-	go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee $(TEST_LOGS)/imagecache.log
+test-imagecache: sandbox-tools test-imagecache-compiled ## The ImageCache suite on KUBE_VERSION with node pull Jobs (the default).
+	$(TEST_GO) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/ 2>&1 | tee $(TEST_LOGS)/imagecache.log
+
+# The ImageCache suite's packages compiled before the other suites compile
+# theirs (order-only below): they share most packages, and two go commands
+# compiling them at once compile each twice, while the first suite waits.
+.PHONY: test-imagecache-compiled
+test-imagecache-compiled:
+	$(TEST_GO) -c -o /dev/null ./test/e2e/imagecache/
 
 .PHONY: test-sandbox
-test-sandbox: sandbox-tools ## Every package but the ImageCache suite and the real-node ones: unit, fuzz seeds, sandbox suites.
-	go test -count=1 -timeout $(TEST_TIMEOUT) $(SANDBOX_PKGS) 2>&1 | tee $(TEST_LOGS)/sandbox.log
+test-sandbox: sandbox-tools | test-imagecache-compiled ## Every package but the ImageCache suite and the real-node ones: unit, fuzz seeds, sandbox suites.
+	$(TEST_GO) -count=1 -timeout $(TEST_TIMEOUT) $(SANDBOX_PKGS) 2>&1 | tee $(TEST_LOGS)/sandbox.log
 
 .PHONY: test-node
-test-node: sandbox-tools realnode-tools olm-e2e-tools olm-tools ## The real-node, install and image packages (as root).
-	go test -count=1 -timeout $(TEST_TIMEOUT) $(NODE_PKGS) 2>&1 | tee $(TEST_LOGS)/node.log
+test-node: sandbox-tools realnode-tools olm-e2e-tools olm-tools | test-imagecache-compiled ## The real-node, install and image packages (as root).
+	$(TEST_GO) -count=1 -timeout $(TEST_TIMEOUT) $(NODE_PKGS) 2>&1 | tee $(TEST_LOGS)/node.log
 
 # test/dockerfile with the image built for every platform: `make test`
 # builds this machine's alone and holds it to the record `make bundle` made
 # of every platform (hack/image/lock).
 .PHONY: test-image
 test-image: olm-e2e-tools ## The image tests (test/dockerfile) with the image built for every platform.
-	IMAGE_TEST_PLATFORMS=all go test -count=1 -timeout $(TEST_TIMEOUT) ./test/dockerfile/
+	IMAGE_TEST_PLATFORMS=all $(TEST_GO) -count=1 -timeout $(TEST_TIMEOUT) ./test/dockerfile/
 
 # What the oldest Kubernetes claimed (KUBE_OLDEST_VERSION) can break, run
 # there by `make test` with a Job per (image, node): the tests of the API
@@ -208,15 +223,15 @@ print-%:
 	@echo '$($*)'
 
 .PHONY: test-oldest-part
-test-oldest-part: sandbox-tools kube-oldest-tools ## The ImageCache suite's OLDEST_TESTS on KUBE_OLDEST_VERSION, with a Job per (image, node).
-	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=$(OLDEST_GRANULARITY) go test -count=1 -timeout $(TEST_TIMEOUT) \
+test-oldest-part: sandbox-tools kube-oldest-tools | test-imagecache-compiled ## The ImageCache suite's OLDEST_TESTS on KUBE_OLDEST_VERSION, with a Job per (image, node).
+	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=$(OLDEST_GRANULARITY) $(TEST_GO) -count=1 -timeout $(TEST_TIMEOUT) \
 		-run '^($(OLDEST_RUN))$$' ./test/e2e/imagecache/ 2>&1 | tee $(TEST_LOGS)/oldest.log
 
 # The whole ImageCache suite on the control plane of the oldest Kubernetes
 # the chart and the CSV claim, with a Job per (image, node) by default.
 .PHONY: test-oldest
 test-oldest: sandbox-tools kube-oldest-tools ## The whole ImageCache suite on KUBE_OLDEST_VERSION's apiserver, kcm and scheduler (OLDEST_GRANULARITY).
-	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=$(OLDEST_GRANULARITY) go test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/
+	E2E_KUBE_VERSION=$(KUBE_OLDEST_VERSION) E2E_PULL_JOB_GRANULARITY=$(OLDEST_GRANULARITY) $(TEST_GO) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/imagecache/
 
 # The chart's alerts and dashboard, tested with Prometheus's own libraries in
 # a module of their own (test/monitoring/go.mod), so that the product never
@@ -279,7 +294,7 @@ bench: tools ## Benchmarks on the sandbox, stock then tuned; writes docs/benchma
 
 .PHONY: build
 build: ## Build the kubefledged binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/kubefledged .
+	CGO_ENABLED=0 $(BUILD_NICE) go build -trimpath -o $(LOCALBIN)/kubefledged .
 
 # Where make chart-push puts the chart: REGISTRY/PATH, under which it lands
 # as NAME:VERSION (helm install oci://REGISTRY/PATH/kubefledged --version V).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -17,6 +16,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubefledged/kube-fledged/test/framework/repo"
 )
 
 // Release name and namespace of every rendering, so goldens stay stable.
@@ -25,11 +26,15 @@ const (
 	Namespace   = "kube-fledged"
 )
 
-// ChartDir is the chart's directory, found from this file so that tests run
-// from any package directory.
+// ChartDir is the chart's directory, found from the working directory (a
+// package's, or the repository root for hack/gen-rbac) rather than from this
+// file's path, which a -trimpath build (make test's) no longer holds.
 func ChartDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "helm-charts", "kubefledged")
+	root, err := repo.Root()
+	if err != nil {
+		root = "."
+	}
+	return filepath.Join(root, "helm-charts", "kubefledged")
 }
 
 // LoadChart loads the chart from ChartDir.
