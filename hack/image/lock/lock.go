@@ -121,19 +121,29 @@ func (l Lock) Check() error {
 		return fmt.Errorf("the index names %d manifests, %d are recorded", len(im.Manifests), len(l.Manifests))
 	}
 	for _, desc := range im.Manifests {
-		if desc.Platform == nil {
-			return fmt.Errorf("the index names %s without a platform", desc.Digest)
-		}
-		p := desc.Platform.String()
-		raw, ok := l.Manifests[p]
-		if !ok {
-			return fmt.Errorf("no manifest recorded for %s", p)
+		p, raw, err := l.manifestFor(desc)
+		if err != nil {
+			return err
 		}
 		if d, _ := digestOf(raw); d != desc.Digest || int64(len(raw)) != desc.Size {
 			return fmt.Errorf("the manifest recorded for %s is not the one the index names (%s)", p, desc.Digest)
 		}
 	}
 	return nil
+}
+
+// manifestFor is the platform an index entry is for and the manifest the
+// lock records for that platform.
+func (l Lock) manifestFor(desc v1.Descriptor) (string, []byte, error) {
+	if desc.Platform == nil {
+		return "", nil, fmt.Errorf("the index names %s without a platform", desc.Digest)
+	}
+	p := desc.Platform.String()
+	raw, ok := l.Manifests[p]
+	if !ok {
+		return p, nil, fmt.Errorf("the lock records no manifest for %s", p)
+	}
+	return p, raw, nil
 }
 
 func digestOf(raw []byte) (v1.Hash, error) {
@@ -180,13 +190,9 @@ func (l Lock) Matches(idx v1.ImageIndex) error {
 		return err
 	}
 	for _, desc := range im.Manifests {
-		if desc.Platform == nil {
-			return fmt.Errorf("the index names %s without a platform", desc.Digest)
-		}
-		p := desc.Platform.String()
-		raw, ok := l.Manifests[p]
-		if !ok {
-			return fmt.Errorf("the lock records no manifest for %s", p)
+		p, raw, err := l.manifestFor(desc)
+		if err != nil {
+			return err
 		}
 		if d, _ := digestOf(raw); d != desc.Digest {
 			return fmt.Errorf("%s: built %s, the lock records %s", p, desc.Digest, d)
