@@ -6,6 +6,8 @@ package manageropts
 import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+
+	"github.com/kubefledged/kube-fledged/internal/pki"
 )
 
 // Manager are the settings both commands bind to flags of the same names.
@@ -44,6 +46,7 @@ func (s Manager) Apply(m *manager.Options) {
 	m.Metrics.FilterProvider = nil
 	if s.SecureMetrics {
 		m.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.Metrics.TLSOpts = append(m.Metrics.TLSOpts, pki.ServerTLS)
 	}
 	m.HealthProbeBindAddress = s.ProbeAddr
 	m.LeaderElection = s.LeaderElect

@@ -1,6 +1,7 @@
 package manageropts
 
 import (
+	"crypto/tls"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -37,4 +38,12 @@ func TestApplySecureMetrics(t *testing.T) {
 	Manager{MetricsAddr: ":8443", SecureMetrics: true}.Apply(&m)
 	g.Expect(m.Metrics.SecureServing).To(BeTrue())
 	g.Expect(m.Metrics.FilterProvider).NotTo(BeNil())
+	// controller-runtime starts from h2 and Go's default minimum; the options
+	// leave TLS 1.2 and HTTP/1.1, as the webhook serves.
+	c := &tls.Config{NextProtos: []string{"h2"}}
+	for _, o := range m.Metrics.TLSOpts {
+		o(c)
+	}
+	g.Expect(c.MinVersion).To(Equal(uint16(tls.VersionTLS12)))
+	g.Expect(c.NextProtos).To(Equal([]string{"http/1.1"}))
 }

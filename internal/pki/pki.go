@@ -8,6 +8,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -58,4 +59,14 @@ func Sign(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*Signed, err
 		return nil, err
 	}
 	return &Signed{Cert: cert, Key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM}, nil
+}
+
+// ServerTLS is what every TLS endpoint of ours (the webhook, the secure
+// metrics) serves with: TLS 1.2 or later, whatever a GODEBUG says, and
+// HTTP/1.1 only. HTTP/2's stream resets (CVE-2023-44487, CVE-2023-39325)
+// are not worth their risk for one request per admission or scrape, and
+// controller-runtime's metrics server offers h2 unless told otherwise.
+func ServerTLS(c *tls.Config) {
+	c.MinVersion = tls.VersionTLS12
+	c.NextProtos = []string{"http/1.1"}
 }

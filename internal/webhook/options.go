@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
+	"github.com/kubefledged/kube-fledged/internal/pki"
 )
 
 // Path is where the webhook is served; the chart's configuration points here.
@@ -182,12 +183,7 @@ func (o Options) Server() webhook.Server {
 	inner := webhook.NewServer(webhook.Options{
 		Port:    o.Port,
 		CertDir: o.CertDir,
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-			c.MinVersion = tls.VersionTLS12
-			// HTTP/2 stream resets (CVE-2023-44487, CVE-2023-39325) are not
-			// worth the risk for one request per admission.
-			c.NextProtos = []string{"http/1.1"}
-		}},
+		TLSOpts: []func(*tls.Config){pki.ServerTLS},
 	})
 	return &Server{Server: inner, opts: o}
 }

@@ -2,6 +2,7 @@ package imagecache_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"testing"
 	"time"
@@ -48,4 +49,12 @@ func TestMetricsOverHTTPS(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), "plain HTTP served the metrics")
+	// As the webhook: HTTP/1.1 only (controller-runtime's metrics server
+	// offers h2 unless told otherwise), and no TLS below 1.2.
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // the server's certificate is self-signed; what is tested is what it offers
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conn.ConnectionState().NegotiatedProtocol).To(Equal("http/1.1"), "the metrics server offers HTTP/2")
+	_ = conn.Close()
+	_, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11}) //nolint:gosec // as above
+	g.Expect(err).To(HaveOccurred(), "the metrics server accepted TLS 1.1")
 }
