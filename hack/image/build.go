@@ -221,7 +221,11 @@ func goBuild(ctx context.Context, p platform, pkg, ldflags, out string) error {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch,
-		"GOAMD64=v1", "GOARM64=v8.0", "GOPPC64=power8", "GOARM="+p.GOARM())
+		"GOAMD64=v1", "GOARM64=v8.0", "GOPPC64=power8", "GOARM="+p.GOARM(),
+		// Nor the caller's Go settings (make test's GOFLAGS=-trimpath, an
+		// experiment): the image, and the key of its inputs in the lock, are
+		// the same whoever builds it.
+		"GOFLAGS=", "GOEXPERIMENT=", "GOFIPS140=")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s for %s: %w", pkg, p, err)

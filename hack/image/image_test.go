@@ -287,6 +287,13 @@ func TestLockedDigest(t *testing.T) {
 	} else if other == key {
 		t.Errorf("another version kept the key %s", key)
 	}
+	// make test runs the tests with GOFLAGS=-trimpath; goBuild sets its own.
+	t.Setenv("GOFLAGS", "-trimpath")
+	if same, err := imageKey(t.Context(), "v1.0.0", kfplatform.Image()); err != nil {
+		t.Fatal(err)
+	} else if same != key {
+		t.Errorf("the caller's GOFLAGS changed the key: %s, then %s", key, same)
+	}
 	img, err := random.Image(64, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -22,9 +22,9 @@ import (
 // imageKey digests every input of `image build` that can change the image:
 // the sources the binary links and the files copied beside it (the
 // revision, which go.mod and go.sum pin the dependencies in), the release
-// version, the platforms, the Go release that compiles and the Go settings
-// goBuild passes through from the environment, SOURCE_DATE_EPOCH, and this
-// program's own code, which lays out the layers.
+// version, the platforms, the Go release that compiles (goBuild sets every
+// other Go setting itself), SOURCE_DATE_EPOCH, and this program's own code,
+// which lays out the layers.
 func imageKey(ctx context.Context, version string, platforms []platform) (string, error) {
 	src, err := readSource()
 	if err != nil {
@@ -34,7 +34,7 @@ func imageKey(ctx context.Context, version string, platforms []platform) (string
 	if err != nil {
 		return "", err
 	}
-	goEnv, err := exec.CommandContext(ctx, "go", "env", "GOVERSION", "GOFLAGS", "GOEXPERIMENT", "GOFIPS140").Output()
+	goEnv, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env: %w", err)
 	}
