@@ -84,7 +84,7 @@ verify: $(LOCALBIN)/controller-gen olm-tools ## Fail when generated files drift 
 	@# One line, which `make -n` runs too (it names $(MAKE)), so that a dry run has a copy to read.
 	@rm -rf $(VERIFY_DIR) && mkdir -p $(VERIFY_DIR)/tree && \
 	 git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(VERIFY_DIR)/tree && \
-	 GIT_CEILING_DIRECTORIES=$(VERIFY_DIR) $(BUILD_NICE) $(MAKE) -s --no-print-directory -C $(VERIFY_DIR)/tree verify-in-place LOCALBIN=$(LOCALBIN)
+	 GIT_CEILING_DIRECTORIES=$(VERIFY_DIR) $(GO_FLAGS_ENV) $(BUILD_NICE) $(MAKE) -s --no-print-directory -C $(VERIFY_DIR)/tree verify-in-place LOCALBIN=$(LOCALBIN)
 
 # verify-in-place regenerates the generated files where it runs and fails
 # on any difference; `make verify` runs it in a copy. Its own scratch
@@ -130,8 +130,8 @@ fmt: ## gofmt the tree.
 # make test) is waited for, not an error.
 .PHONY: lint
 lint: $(LOCALBIN)/golangci-lint ## golangci-lint (vet, gofmt and the linters in .golangci.yml).
-	$(BUILD_NICE) $(LOCALBIN)/golangci-lint run --allow-serial-runners ./...
-	cd test/monitoring && $(BUILD_NICE) go vet ./...
+	$(GO_FLAGS_ENV) $(BUILD_NICE) $(LOCALBIN)/golangci-lint run --allow-serial-runners ./...
+	cd test/monitoring && $(GO_FLAGS_ENV) $(BUILD_NICE) go vet ./...
 
 # `make test` runs in parts at once (TEST_JOBS make jobs). On a new machine
 # most of its work is compiling (the tools, the test binaries, the image for
@@ -154,18 +154,23 @@ TEST_JOBS ?= 24
 # or DWARF, which a test's stack trace does not need. A new machine spent
 # minutes compiling the shared packages twice and linking each test binary
 # with gcc.
-TEST_GO = CGO_ENABLED=0 GOFLAGS=-trimpath go test -ldflags='-s -w'
+# GO_FLAGS_ENV is the same for the go commands make test runs beside them
+# (verify's generators and go test, the monitoring module, the lint's
+# package loading): with other flags, each compiled its own copy of Helm
+# and client-go.
+GO_FLAGS_ENV = CGO_ENABLED=0 GOFLAGS=-trimpath
+TEST_GO = $(GO_FLAGS_ENV) go test -ldflags='-s -w'
 
 TEST_LOGS = $(LOCALBIN)/test-logs
 .PHONY: test
 test: ## Build everything; run unit, fuzz-seed and sandbox integration tests (in parts at once).
 	@mkdir -p $(TEST_LOGS)
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) -k -Otarget BUILD_NICE='nice -n 19' test-parts
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) -k -Otarget BUILD_NICE='nice -n 19' TOOL_NICE='nice -n 10' test-parts
 
 # In the order make starts them: the longest suite and the parts that need
 # the most tools first.
 .PHONY: test-parts
-test-parts: test-imagecache test-node test-sandbox test-oldest-part lint verify bundle-validate test-monitoring fuzz run-smoke
+test-parts: test-imagecache test-node test-sandbox test-oldest-part lint verify bundle-validate test-monitoring run-smoke
 
 # The packages that run the real node, OLM's own tools or the image for
 # every platform (test-node); every other package needs only the sandbox's
@@ -240,10 +245,15 @@ test-oldest: sandbox-tools kube-oldest-tools ## The whole ImageCache suite on KU
 # also runs this on its own fresh scrapes; -update-scrapes keeps them).
 .PHONY: test-monitoring
 test-monitoring: ## The chart's alerts on recorded controller scrapes, and its dashboard's queries (Prometheus's libraries).
-	cd test/monitoring && $(BUILD_NICE) go test -count=1 ./...
+	cd test/monitoring && $(GO_FLAGS_ENV) $(BUILD_NICE) go test -ldflags='-s -w' -count=1 ./...
 
-# Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`;
-# their seed corpora run in every `go test`.
+# Fuzz targets: package and function. Each runs FUZZTIME in `make fuzz`,
+# FUZZTIME_LONG in `make fuzz-long`; their seed corpora, and every input a
+# run found (testdata/fuzz), run in every `go test`, so in `make test`.
+# `make test` runs no fuzzing itself: it needs every package the targets
+# import built again with the fuzzer's instrumentation (Kubernetes' API
+# types, controller-runtime, Helm), about 7 CPU-minutes on a new machine,
+# for ten seconds of search each.
 FUZZ_TARGETS = ./internal/images:FuzzNormalize ./internal/results:FuzzAtDeadline \
 	./internal/results:FuzzSettle ./internal/webhook:FuzzAdmissionDecode \
 	./internal/operator:FuzzTranslate ./internal/jobs:FuzzNames ./internal/jobs:FuzzParseUIDRange
@@ -294,7 +304,7 @@ bench: tools ## Benchmarks on the sandbox, stock then tuned; writes docs/benchma
 
 .PHONY: build
 build: ## Build the kubefledged binary into bin/.
-	CGO_ENABLED=0 $(BUILD_NICE) go build -trimpath -o $(LOCALBIN)/kubefledged .
+	CGO_ENABLED=0 $(TOOL_NICE) go build -trimpath -o $(LOCALBIN)/kubefledged .
 
 # Where make chart-push puts the chart: REGISTRY/PATH, under which it lands
 # as NAME:VERSION (helm install oci://REGISTRY/PATH/kubefledged --version V).
@@ -350,13 +360,20 @@ $(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
 	@[ "$$$$(readlink $$@)" = "$(1)-$(2)" ] || { echo "bin/$(1) -> $(1)-$(2)"; ln -sfn $(1)-$(2) $$@; }
 endef
 
-# BUILD_NICE is what `make test` runs the builds and checks off its critical
-# path under (nice 19); empty otherwise. build-nice NAME is BUILD_NICE for
-# every tool but those the first suite waits for (CRITICAL_TOOLS: the
-# control plane, built from hack/tools/kube, and kwok, etcd being small).
+# `make test` runs its builds in three tiers, by what waits for them: the
+# control plane, etcd and kwok, which the first suite waits for, at normal
+# priority (CRITICAL_TOOLS; the control plane's build says so itself);
+# the tools of the later suites (the real node's, OLM's, operator-sdk, the
+# 1.27 control plane: SUITE_TOOLS, and those whose rules name TOOL_NICE)
+# at TOOL_NICE (nice 10); the rest, the lint, verify and their tools, at
+# BUILD_NICE (nice 19). A suite started late is what ended a new machine's
+# run: at one priority for all, the 1.27 control plane was built last, at
+# 45 minutes, and its suite ran after it. Both are empty outside make test.
 BUILD_NICE ?=
-CRITICAL_TOOLS = kube kwok
-build-nice = $(if $(filter $(1),$(CRITICAL_TOOLS)),,$(BUILD_NICE))
+TOOL_NICE ?=
+CRITICAL_TOOLS = kwok
+SUITE_TOOLS = kustomize
+build-nice = $(if $(filter $(1),$(CRITICAL_TOOLS)),,$(if $(filter $(1),$(SUITE_TOOLS)),$(TOOL_NICE),$(BUILD_NICE)))
 
 # versioned-tool NAME, VERSION, PACKAGE, FLAGS: `go install PACKAGE@VERSION`
 # into bin/NAME-VERSION, linked as bin/NAME.
@@ -410,21 +427,25 @@ sandbox-tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok
 .PHONY: tools
 tools: $(KUBE_BINS) $(LOCALBIN)/etcd $(LOCALBIN)/kwok $(LOCALBIN)/controller-gen olm-tools ## Build the pinned tools into bin/.
 
-# kube-tools DIR, VERSION, CMDS: bin/CMD-VERSION for each of CMDS, in one
-# build from the wrapper module hack/tools/DIR (they share most of their
-# packages), through a directory of its own so that a failed build leaves
-# no file behind that would pass for a built one.
+# kube-tools DIR, VERSION, CMDS, NICE, AFTER: bin/CMD-VERSION for each of
+# CMDS, in one build from the wrapper module hack/tools/DIR (they share most
+# of their packages), through a directory of its own so that a failed build
+# leaves no file behind that would pass for a built one. NICE names the
+# variable it runs under (TOOL_NICE), empty for none; AFTER are files it
+# waits for, built by another go command that compiles the same packages:
+# two go commands compiling them at once compile each twice (the build
+# cache is filled, not shared, while they run).
 define kube-tools
-$(foreach c,$(3),$(LOCALBIN)/$(c)-$(2)) &:
-	rm -rf $(LOCALBIN)/.build-$(1) && mkdir -p $(LOCALBIN)/.build-$(1)
-	cd hack/tools/$(1) && $(call build-nice,$(1)) go build -trimpath -ldflags='-s -w $(call kube-version-ldflags,$(2))' -o $(LOCALBIN)/.build-$(1)/ \
+$(foreach c,$(3),$(LOCALBIN)/$(c)-$(2)) &: | $(5)
+	rm -rf $(LOCALBIN)/.build-$(1)-$(firstword $(3)) && mkdir -p $(LOCALBIN)/.build-$(1)-$(firstword $(3))
+	cd hack/tools/$(1) && $(if $(4),$$($(4))) go build -trimpath -ldflags='-s -w $(call kube-version-ldflags,$(2))' -o $(LOCALBIN)/.build-$(1)-$(firstword $(3))/ \
 		$(addprefix k8s.io/kubernetes/cmd/,$(3))
-	for c in $(3); do mv $(LOCALBIN)/.build-$(1)/$$$$c $(LOCALBIN)/$$$$c-$(2); done
-	rm -rf $(LOCALBIN)/.build-$(1)
+	for c in $(3); do mv $(LOCALBIN)/.build-$(1)-$(firstword $(3))/$$$$c $(LOCALBIN)/$$$$c-$(2); done
+	rm -rf $(LOCALBIN)/.build-$(1)-$(firstword $(3))
 endef
-$(eval $(call kube-tools,kube,$(KUBE_VERSION),$(KUBE_CMDS)))
+$(eval $(call kube-tools,kube,$(KUBE_VERSION),$(KUBE_CMDS),,))
 $(foreach c,$(KUBE_CMDS),$(eval $(call versioned-link,$(c),$(KUBE_VERSION))))
-$(eval $(call kube-tools,kube-oldest,$(KUBE_OLDEST_VERSION),$(KUBE_OLDEST_CMDS)))
+$(eval $(call kube-tools,kube-oldest,$(KUBE_OLDEST_VERSION),$(KUBE_OLDEST_CMDS),TOOL_NICE,))
 
 $(LOCALBIN)/etcd-$(ETCD_VERSION):
 	mkdir -p $(LOCALBIN)

@@ -136,35 +136,35 @@ undeploy: $(KUSTOMIZE) $(KUBECTL_BUILD) ## Remove what deploy installed, ImageCa
 
 # The Go module proxy refuses operator-sdk's version list, so `go install
 # ...@version` fails: hack/tools/operator-sdk pins it. The openpgp tag avoids
-# the gpgme C library. Cold: about 6-10 minutes on 2 cores.
-TOOL_MODULES += OPERATOR_SDK_VERSION:operator-sdk:github.com/operator-framework/operator-sdk
-$(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION):
-	mkdir -p $(LOCALBIN)
-	cd hack/tools/operator-sdk && $(BUILD_NICE) go build -trimpath -tags containers_image_openpgp \
-		-ldflags="-s -w $(OPERATOR_SDK_LDFLAGS)" -o $@ github.com/operator-framework/operator-sdk/cmd/operator-sdk
-$(eval $(call versioned-link,operator-sdk,$(OPERATOR_SDK_VERSION)))
-
-.PHONY: olm-tools
-olm-tools: $(OPERATOR_SDK) $(KUSTOMIZE) ## Build operator-sdk and kustomize into bin/.
-
-# scorecard-test: the program of operator-sdk's scorecard-test image
+# the gpgme C library.
+#
+# scorecard-test is the program of operator-sdk's scorecard-test image
 # (images/scorecard-test in its module), which runs the tests
 # bundle/tests/scorecard names in a pod, reading the bundle there. Nothing
 # here can pull quay.io's image, so test/e2e/install puts this binary into
 # an image of hack/image's and runs `operator-sdk scorecard` with it on the
 # real node. Same module and version as operator-sdk, which writes the
-# config; static, as the image has no C library.
+# config, and static, as the image has no C library: both are built static
+# in one go command, which compiles the packages they share once.
+TOOL_MODULES += OPERATOR_SDK_VERSION:operator-sdk:github.com/operator-framework/operator-sdk
 SCORECARD_TEST ?= $(LOCALBIN)/scorecard-test
-$(LOCALBIN)/scorecard-test-$(OPERATOR_SDK_VERSION):
-	mkdir -p $(LOCALBIN)
-	cd hack/tools/operator-sdk && CGO_ENABLED=0 $(BUILD_NICE) go build -trimpath -tags containers_image_openpgp \
-		-ldflags='-s -w' -o $@ github.com/operator-framework/operator-sdk/images/scorecard-test
+OPERATOR_SDK_BUILD = $(LOCALBIN)/.build-operator-sdk
+$(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION) $(LOCALBIN)/scorecard-test-$(OPERATOR_SDK_VERSION) &:
+	rm -rf $(OPERATOR_SDK_BUILD) && mkdir -p $(OPERATOR_SDK_BUILD)
+	cd hack/tools/operator-sdk && CGO_ENABLED=0 $(TOOL_NICE) go build -trimpath -tags containers_image_openpgp \
+		-ldflags="-s -w $(OPERATOR_SDK_LDFLAGS)" -o $(OPERATOR_SDK_BUILD)/ \
+		github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test
+	for c in operator-sdk scorecard-test; do mv $(OPERATOR_SDK_BUILD)/$$c $(LOCALBIN)/$$c-$(OPERATOR_SDK_VERSION); done
+	rm -rf $(OPERATOR_SDK_BUILD)
+$(eval $(call versioned-link,operator-sdk,$(OPERATOR_SDK_VERSION)))
 $(eval $(call versioned-link,scorecard-test,$(OPERATOR_SDK_VERSION)))
 
+.PHONY: olm-tools
+olm-tools: $(OPERATOR_SDK) $(KUSTOMIZE) ## Build operator-sdk and kustomize into bin/.
+
 # OLM itself and the catalog tools, from the wrapper module hack/tools/olm
-# (whose go.mod says why these versions). Each is built alone, when first
-# needed: opm for catalog-image, the rest for the OLM e2e and the images it
-# pushes. All are static (CGO_ENABLED=0), so that the same binary runs on
+# (whose go.mod says why these versions): opm for catalog-image, the rest
+# for the OLM e2e and the images it pushes. All are static (CGO_ENABLED=0), so that the same binary runs on
 # the host and in an image on an empty base; opm then lacks the sqlite
 # driver (mattn/go-sqlite3 needs cgo), which only its deprecated sqlite
 # index commands use: file-based catalogs (render, validate, serve) and
@@ -175,34 +175,30 @@ OLM_VERSION ?= v0.38.0
 OPM_VERSION ?= v1.61.0
 GRPC_HEALTH_PROBE_VERSION ?= v0.4.41
 OLM_TOOLS_DIR = hack/tools/olm
-OLM_TOOLS_BUILD = cd $(OLM_TOOLS_DIR) && CGO_ENABLED=0 $(BUILD_NICE) go build -trimpath -tags containers_image_openpgp,netgo,osusergo
+OLM_TOOLS_BUILD = cd $(OLM_TOOLS_DIR) && CGO_ENABLED=0 $(TOOL_NICE) go build -trimpath -tags containers_image_openpgp,netgo,osusergo
 OLM_VERSION_LDFLAGS = -X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=$(OLM_VERSION)
 OPM ?= $(LOCALBIN)/opm
 TOOL_MODULES += OLM_VERSION:olm:github.com/operator-framework/operator-lifecycle-manager \
 	OPM_VERSION:olm:github.com/operator-framework/operator-registry \
 	GRPC_HEALTH_PROBE_VERSION:olm:github.com/grpc-ecosystem/grpc-health-probe
 
-$(LOCALBIN)/opm-$(OPM_VERSION):
-	mkdir -p $(LOCALBIN)
-	$(OLM_TOOLS_BUILD) -ldflags='-s -w -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)' \
-		-o $@ github.com/operator-framework/operator-registry/cmd/opm
-$(eval $(call versioned-link,opm,$(OPM_VERSION)))
-
-# olm, catalog and cpb: OLM_BINS NAME:PACKAGE (under OLM's module), each
-# stamped with OLM's version.
-OLM_BINS = olm:cmd/olm catalog:cmd/catalog cpb:util/cpb
-define olm-bin
-$(LOCALBIN)/$(1)-$(OLM_VERSION):
-	mkdir -p $(LOCALBIN)
-	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS)' -o $$@ github.com/operator-framework/operator-lifecycle-manager/$(2)
-$(call versioned-link,$(1),$(OLM_VERSION))
-endef
-$(foreach b,$(OLM_BINS),$(eval $(call olm-bin,$(word 1,$(subst :, ,$(b))),$(word 2,$(subst :, ,$(b))))))
-
-$(LOCALBIN)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION):
-	mkdir -p $(LOCALBIN)
-	$(OLM_TOOLS_BUILD) -ldflags='-s -w' -o $@ github.com/grpc-ecosystem/grpc-health-probe
-$(eval $(call versioned-link,grpc_health_probe,$(GRPC_HEALTH_PROBE_VERSION)))
+# OLM_BINS NAME:PACKAGE:VERSION, all five built by one go command, which
+# compiles the packages they share once; each is stamped with its version.
+OLM_BINS = opm:github.com/operator-framework/operator-registry/cmd/opm:$(OPM_VERSION) \
+	olm:github.com/operator-framework/operator-lifecycle-manager/cmd/olm:$(OLM_VERSION) \
+	catalog:github.com/operator-framework/operator-lifecycle-manager/cmd/catalog:$(OLM_VERSION) \
+	cpb:github.com/operator-framework/operator-lifecycle-manager/util/cpb:$(OLM_VERSION) \
+	grpc_health_probe:github.com/grpc-ecosystem/grpc-health-probe:$(GRPC_HEALTH_PROBE_VERSION)
+# olm-bin-file NAME:PACKAGE:VERSION: where it goes (bin/NAME-VERSION).
+olm-bin-file = $(LOCALBIN)/$(word 1,$(subst :, ,$(1)))-$(word 3,$(subst :, ,$(1)))
+OLM_BUILD = $(LOCALBIN)/.build-olm
+$(foreach b,$(OLM_BINS),$(call olm-bin-file,$(b))) &:
+	rm -rf $(OLM_BUILD) && mkdir -p $(OLM_BUILD)
+	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS) -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)' \
+		-o $(OLM_BUILD)/ $(foreach b,$(OLM_BINS),$(word 2,$(subst :, ,$(b))))
+	$(foreach b,$(OLM_BINS),mv $(OLM_BUILD)/$(word 1,$(subst :, ,$(b))) $(call olm-bin-file,$(b));)
+	rm -rf $(OLM_BUILD)
+$(foreach b,$(OLM_BINS),$(eval $(call versioned-link,$(word 1,$(subst :, ,$(b))),$(word 3,$(subst :, ,$(b))))))
 
 .PHONY: opm
 opm: $(OPM) ## Build opm (operator-registry, pinned in hack/tools/olm) into bin/.

@@ -2,24 +2,16 @@
 # kwok nodes. test/sandbox/realnode starts it; test/e2e/realnode and test/e2e/install
 # run on it. They skip, naming what is missing, on a machine without these parts.
 
-# Built from the same wrapper module and with the same version stamps as the
-# control plane: the node must report the cluster's version, not v0.0.0-master. Keep
-# it pinned with the control plane: 1.35 still runs on this machine's cgroup v1 when
+# kubelet and kube-proxy (so that the node's pods reach Services, the API
+# server's `kubernetes` Service above all, as on any cluster), built from the
+# same wrapper module and with the same version stamps as the control plane:
+# the node must report the cluster's version, not v0.0.0-master. After the
+# control plane's build, whose packages they mostly share. Keep them pinned
+# with the control plane: 1.35 still runs on this machine's cgroup v1 when
 # told to (failCgroupV1: false), which later kubelets may not.
-$(LOCALBIN)/kubelet-$(KUBE_VERSION):
-	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && $(BUILD_NICE) go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
-		k8s.io/kubernetes/cmd/kubelet
-$(eval $(call versioned-link,kubelet,$(KUBE_VERSION)))
-
-# kube-proxy for the real node, so that its pods reach Services (the API
-# server's `kubernetes` Service above all) as on any cluster. Same module, same
-# version stamps and the same pin as the kubelet beside it.
-$(LOCALBIN)/kube-proxy-$(KUBE_VERSION):
-	mkdir -p $(LOCALBIN)
-	cd hack/tools/kube && $(BUILD_NICE) go build -trimpath -ldflags='-s -w $(KUBE_VERSION_LDFLAGS)' -o $@ \
-		k8s.io/kubernetes/cmd/kube-proxy
-$(eval $(call versioned-link,kube-proxy,$(KUBE_VERSION)))
+KUBE_NODE_CMDS := kubelet kube-proxy
+$(eval $(call kube-tools,kube,$(KUBE_VERSION),$(KUBE_NODE_CMDS),TOOL_NICE,$(LOCALBIN)/kube-apiserver-$(KUBE_VERSION)))
+$(foreach c,$(KUBE_NODE_CMDS),$(eval $(call versioned-link,$(c),$(KUBE_VERSION))))
 
 # containerd and its runc shim, CONTAINERD_VERSION, from the Go module proxy: Debian's
 # (1.6.20 in bookworm) ignores the pinned label, so a pin test there proves nothing
@@ -36,7 +28,7 @@ $(LOCALBIN)/containerd-$(CONTAINERD_VERSION) $(LOCALBIN)/containerd-shim-runc-v2
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	 [ -n "$$src" ] || { echo "go mod download named no source for containerd $(CONTAINERD_VERSION)"; exit 1; }; \
 	 cp -r "$$src" $(CONTAINERD_BUILD)/src && chmod -R u+w $(CONTAINERD_BUILD)/src
-	cd $(CONTAINERD_BUILD)/src && GOFLAGS= $(BUILD_NICE) go build -trimpath -tags 'no_btrfs no_devmapper no_zfs no_aufs' \
+	cd $(CONTAINERD_BUILD)/src && GOFLAGS= $(TOOL_NICE) go build -trimpath -tags 'no_btrfs no_devmapper no_zfs no_aufs' \
 		-ldflags='-s -w -X github.com/containerd/containerd/version.Version=$(CONTAINERD_VERSION)' \
 		-o $(CONTAINERD_BUILD)/out/ ./cmd/containerd ./cmd/containerd-shim-runc-v2
 	mv $(CONTAINERD_BUILD)/out/containerd-shim-runc-v2 $(LOCALBIN)/containerd-shim-runc-v2-$(CONTAINERD_VERSION)
