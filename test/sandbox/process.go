@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -83,6 +85,12 @@ func (p *process) addrInUse() bool {
 // FreePorts reserves n distinct loopback ports by binding them all at once, then releases
 // them for the child to bind. Another process can still take one in between; callers retry
 // on "address already in use".
+//
+// The ports are drawn at random below the kernel's ephemeral range and Kubernetes' NodePort
+// range (freePortLow to freePortHigh), where no bind to port 0, no outgoing connection and
+// no NodePort rule of the real node's kube-proxy lands: a port the kernel hands out was,
+// under `make test`'s parallel suites, soon handed to the next process that asked, which
+// then served on the port a webhook was about to bind.
 func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
@@ -92,7 +100,7 @@ func FreePorts(n int) ([]int, error) {
 	}()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenBelowEphemeral()
 		if err != nil {
 			return nil, err
 		}
@@ -100,6 +108,21 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// The default ip_local_port_range starts at 32768, the NodePort range at 30000.
+const freePortLow, freePortHigh = 20000, 29999
+
+// listenBelowEphemeral binds a random free port of [freePortLow, freePortHigh], or, after
+// many tries, one the kernel picks.
+func listenBelowEphemeral() (net.Listener, error) {
+	for range 200 {
+		port := freePortLow + rand.IntN(freePortHigh-freePortLow+1)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			return l, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
 }
 
 // FreePort is one port of FreePorts: for the in-process servers a test starts (webhook,

@@ -102,8 +102,25 @@ type replica struct {
 }
 
 // startReplica is not tied to a test: the replicas most tests share outlive
-// the test that starts them and end with the process.
+// the test that starts them and end with the process. Another process may
+// bind the port between our pick and the server's (sandbox.FreePorts): the
+// manager then fails as it starts, and the replica starts again on another
+// port.
 func startReplica(o webhook.Options) (*replica, error) {
+	for try := 1; ; try++ {
+		r, err := tryReplica(o)
+		if err == nil || try == 5 || !strings.Contains(err.Error(), "address already in use") {
+			return r, err
+		}
+		o.Port = freePort()
+	}
+}
+
+// bindGrace is how long tryReplica watches a replica that does not serve yet
+// for a failed bind.
+const bindGrace = 5 * time.Second
+
+func tryReplica(o webhook.Options) (*replica, error) {
 	r := &replica{opts: o, probePort: freePort(), done: make(chan error, 1)}
 	mgr, err := ctrl.NewManager(sandbox.Get().Config(), ctrl.Options{
 		Scheme:                 scheme,
@@ -121,6 +138,21 @@ func startReplica(o webhook.Options) (*replica, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- mgr.Start(ctx) }()
+	// Until it serves, or for bindGrace: a replica whose certificate
+	// files are still to come (CertExternal) binds only once they are
+	// there, and the tests that start one see to that.
+	started := mgr.GetWebhookServer().StartedChecker()
+	grace := time.After(bindGrace)
+	for started(nil) != nil {
+		select {
+		case err := <-r.done:
+			cancel()
+			return nil, fmt.Errorf("replica on port %d: %w", o.Port, err)
+		case <-grace:
+			return r, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return r, nil
 }
 
