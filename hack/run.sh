@@ -155,15 +155,16 @@ EOF
   echo "waiting for the operator pod on $REALNODE_NAME"
   kubectl -n kube-fledged-system rollout status deployment/kube-fledged-operator --timeout=180s >/dev/null
 
-  # The sample KubeFledged, with what this node needs: the controller on it,
+  # The sample KubeFledged, in the operator's namespace (it installs from no
+  # other), with what this node needs: the controller on it,
   # the node's containerd socket for the delete Jobs, and a pull deadline short
   # enough for the failing sample to settle while you watch.
   kubectl patch --local -f "$sample_kf" --type merge -o yaml -p "{\"spec\":{
     \"nodeSelector\":{\"kubernetes.io/hostname\":\"$REALNODE_NAME\"},
     \"controller\":{\"criSocketPath\":\"$REALNODE_CRI_SOCKET\",\"imagePullDeadlineDuration\":\"30s\"}}}" |
-    kubectl apply -n kube-fledged -f -
+    kubectl apply -n kube-fledged-system -f -
   echo "waiting for the controller the operator installs"
-  retry 180 kubectl -n kube-fledged rollout status deployment/kubefledged-controller --timeout=1s
+  retry 180 kubectl -n kube-fledged-system rollout status deployment/kubefledged-controller --timeout=1s
   # Its webhook is called through its Service: until the endpoint is there,
   # the API server refuses ImageCache writes itself.
   retry 60 apply_caches
@@ -189,7 +190,7 @@ else
   pids+=($!)
   # exec, so that $! is the operator itself and the clean-up's kill reaches
   # it (a subshell killed in its place left the operator running).
-  (KUBEFLEDGED_NAMESPACE=kube-fledged exec "$bin/kubefledged" operator --kubeconfig "$KUBECONFIG" --leader-elect=false \
+  (KUBEFLEDGED_NAMESPACE=kube-fledged exec "$bin/kubefledged" operator --kubeconfig "$KUBECONFIG" --namespace kube-fledged --leader-elect=false \
     --watches-file "$watches" --metrics-bind-address=0 --health-probe-bind-address=0 >"$logs/operator.log" 2>&1) &
   pids+=($!)
   where="on this machine, as processes (logs: $logs/controller.log, $logs/operator.log)"
@@ -218,7 +219,7 @@ for _ in $(seq 1 240); do
   if settled; then break; fi
   sleep 1
 done
-[ "$mode" = cluster ] || kubectl get kubefledgeds.charts.helm.kubefledged.io -n kube-fledged
+[ "$mode" = cluster ] || kubectl get kubefledgeds.charts.helm.kubefledged.io -A
 kubectl get ic -n kube-fledged
 kubectl get ic -n kube-fledged imagecache-failing -o jsonpath='{range .status.failures.*}{range .*}{.node}: {.reason}: {.message}{"\n"}{end}{end}' || true
 [ -n "${RUN_UNTIL_SETTLED:-}" ] && exit 0

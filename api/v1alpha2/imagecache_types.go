@@ -230,6 +230,16 @@ type ImageCacheStatus struct {
 	// is bounded so that the object stays small on large clusters.
 	// +optional
 	FailuresOmitted int32 `json:"failuresOmitted,omitempty"`
+	// Kept maps an image that the latest operation's deletes (a purge, an
+	// update that dropped it) left on a node to why, per node: InUse (a
+	// container there that has not exited uses it) or Pinned (the runtime
+	// pins it, as its sandbox image, or another cache does). Not failures:
+	// the deletes removed what was safe to remove. Bounded like failures.
+	// +optional
+	Kept map[string]NodeReasonMessageList `json:"kept,omitempty"`
+	// KeptOmitted counts the kept pairs left out of kept for size.
+	// +optional
+	KeptOmitted int32 `json:"keptOmitted,omitempty"`
 	// RefreshedTime is when the latest operation over every image and every
 	// eligible node (a create or a refresh) ended. The periodic refresh counts
 	// from it: new-node operations end often on a cluster whose nodes come
@@ -361,6 +371,16 @@ const (
 	// SkipUnsupportedArch: the node's kubernetes.io/arch is one our image
 	// holds no binary for (internal/platform), so its Jobs could never start.
 	SkipUnsupportedArch = "UnsupportedArch"
+)
+
+// Why a delete left an image on a node (status.kept).
+const (
+	// KeptReasonInUse: a container on the node that has not exited uses
+	// the image; removing it would make that container's restart pull it.
+	KeptReasonInUse = "InUse"
+	// KeptReasonPinned: the runtime pins the image (its sandbox image), or
+	// another cache does.
+	KeptReasonPinned = "Pinned"
 )
 
 // ReadyReasonNodesSkipped is the reason of a Ready condition that is False

@@ -253,6 +253,22 @@ func (in *ImageCacheStatus) DeepCopyInto(out *ImageCacheStatus) {
 		*out = new(Counts)
 		**out = **in
 	}
+	if in.Kept != nil {
+		in, out := &in.Kept, &out.Kept
+		*out = make(map[string]NodeReasonMessageList, len(*in))
+		for key, val := range *in {
+			var outVal []NodeReasonMessage
+			if val == nil {
+				(*out)[key] = nil
+			} else {
+				inVal := (*in)[key]
+				in, out := &inVal, &outVal
+				*out = make(NodeReasonMessageList, len(*in))
+				copy(*out, *in)
+			}
+			(*out)[key] = outVal
+		}
+	}
 	if in.RefreshedTime != nil {
 		in, out := &in.RefreshedTime, &out.RefreshedTime
 		*out = (*in).DeepCopy()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/cri"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/pin"
 	"github.com/kubefledged/kube-fledged/internal/pin/containerdpin"
 )
@@ -52,9 +53,10 @@ func runExit(args []string, stdout, _ io.Writer) error {
 	return nil
 }
 
-// runCRIRemove removes an image through the node's CRI socket and writes the
+// runCRIRemove removes an image through the node's CRI socket, unless a
+// container there uses it or it is pinned (cri.RemoveImage), and writes the
 // runtime's answer to the termination log, from where the controller copies
-// it into the cache's status on failure. With --unpin-owner it first drops
+// it into the cache's status: failures, or kept. With --unpin-owner it first drops
 // that cache's pin: removing the image takes its labels with it, but a
 // refused removal (the image in use) would otherwise leave it pinned for a
 // cache that no longer wants it.
@@ -87,6 +89,10 @@ func runCRIRemove(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintln(stdout, msg)
+	if res.Kept != "" {
+		// Read back into the cache's status.kept (results.Deleted).
+		msg = jobs.KeptReport(res.Kept, res.Message)
+	}
 	writeTermLog(*termLog, msg, stderr)
 	return err
 }

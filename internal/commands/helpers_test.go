@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubefledged/kube-fledged/api/v1alpha2"
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 	"github.com/kubefledged/kube-fledged/internal/pin"
 	"github.com/kubefledged/kube-fledged/internal/pin/containerdpin/containerdtest"
 )
@@ -125,4 +128,30 @@ func TestCRIRemoveUnpinsFirst(t *testing.T) {
 			g.Expect(rt.Records[nginxID]).To(Equal(tc.wantLabels))
 		})
 	}
+}
+
+// Our cache's pin goes, but another cache's keeps the image on the node:
+// the delete exits 0 and leaves the report the controller reads into
+// status.kept.
+func TestCRIRemoveKeepsWhatAnotherCachePins(t *testing.T) {
+	g := NewWithT(t)
+	const other = "6f0c1d2e-0000-4000-8000-000000000002"
+	rt := nodeWithNginx()
+	both := pinnedBy(cacheUID)
+	both[pin.OwnerLabel(other)] = pin.OwnerValue
+	rt.Records[nginxTag], rt.Records[nginxID] = both, maps.Clone(both)
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	var out, errb bytes.Buffer
+	code := Main([]string{"cri-rmi", "--endpoint=" + containerdtest.Serve(t, rt, true), "--image=nginx:1.27",
+		"--unpin-owner=" + cacheUID, "--termination-log=" + termLog}, &out, &errb)
+	g.Expect(code).To(Equal(0), errb.String())
+	msg, err := os.ReadFile(termLog)
+	g.Expect(err).NotTo(HaveOccurred())
+	reason, text, ok := jobs.ParseKept(string(msg))
+	g.Expect(ok).To(BeTrue(), "termination log: %s", msg)
+	g.Expect(reason).To(Equal(v1alpha2.KeptReasonPinned))
+	g.Expect(text).To(ContainSubstring("is pinned on this node"))
+	g.Expect(rt.Records).To(HaveKey(nginxTag), "the image another cache pins was removed")
+	g.Expect(rt.Records[nginxTag]).NotTo(HaveKey(pin.OwnerLabel(cacheUID)), "our cache's pin stayed")
+	g.Expect(rt.Records[nginxTag]).To(HaveKey(pin.OwnerLabel(other)))
 }

@@ -6,7 +6,11 @@ package operator
 import (
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubefledged/kube-fledged/internal/cli"
 	"github.com/kubefledged/kube-fledged/internal/manageropts"
@@ -18,6 +22,15 @@ type Options struct {
 	// WatchesFile maps kinds to charts. Relative chart paths in it are taken
 	// relative to the file, so the operator runs from any directory.
 	WatchesFile string
+
+	// Namespace is the one the operator runs in: it installs kube-fledged
+	// only from a KubeFledged there. Under OLM, the edit and admin roles of
+	// every namespace in the OperatorGroup's scope may write KubeFledged
+	// (OLM aggregates the owned CRDs' verbs into them), and a KubeFledged's
+	// values decide what runs as root on every node; the operator's own
+	// namespace is the admin's. Any other KubeFledged is refused in its
+	// status (see ownNamespace).
+	Namespace string
 
 	// LeaderElect makes one of several operator replicas the active one.
 	LeaderElect bool
@@ -58,11 +71,17 @@ const (
 	DefaultMaxReleaseHistory       = 10
 )
 
+// NamespaceEnv names the variable --namespace defaults to; the operator's
+// Deployment sets it from the downward API.
+const NamespaceEnv = "POD_NAMESPACE"
+
 // BindFlags registers the operator's flags on fs, writing into o, and sets
 // o to the defaults. Parse fs with cli.Parse so bad values are refused.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WatchesFile, "watches-file", DefaultWatchesFile,
 		"watches file mapping custom resource kinds to Helm charts; chart paths are relative to it")
+	fs.StringVar(&o.Namespace, "namespace", os.Getenv(NamespaceEnv),
+		"namespace the operator runs in: it installs kube-fledged only from a KubeFledged there, and refuses any other in its status (default: $"+NamespaceEnv+")")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true,
 		"elect one active operator among the replicas")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", DefaultLeaderElectionID,
@@ -113,6 +132,12 @@ func (o *Options) manager() manageropts.Manager {
 }
 
 func (o *Options) validate() error {
+	if o.Namespace == "" {
+		return fmt.Errorf("the operator's namespace is unknown: set --namespace (or $%s); it installs kube-fledged only from a KubeFledged there", NamespaceEnv)
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
 	if o.ReconcilePeriod < 0 {
 		return fmt.Errorf("reconcile period %s is negative", o.ReconcilePeriod)
 	}

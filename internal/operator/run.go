@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -50,8 +51,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	mopts := manager.Options{Scheme: scheme}
 	o.manager().Apply(&mopts)
-	// WATCH_NAMESPACE, set by OLM from the OperatorGroup, narrows the cache.
+	// WATCH_NAMESPACE, set by OLM from the OperatorGroup, narrows the cache;
+	// the operator's own namespace, where the KubeFledged it installs from
+	// lives, is always in it (an OperatorGroup may target another).
 	helmmgr.ConfigureWatchNamespaces(&mopts, log)
+	if len(mopts.Cache.DefaultNamespaces) > 0 {
+		mopts.Cache.DefaultNamespaces[o.Namespace] = cache.Config{}
+	}
 
 	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
@@ -125,7 +131,8 @@ func newReconciler(w watches.Watch, o Options, clients helmclient.ActionClientGe
 	if len(aliases) > 0 {
 		translator = NewTranslator(aliases)
 	}
-	opts = append(opts, reconciler.WithValueTranslator(oneInstall(lister(reader, w.GroupVersionKind), translator)))
+	opts = append(opts, reconciler.WithValueTranslator(
+		ownNamespace(o.Namespace, oneInstall(lister(reader, w.GroupVersionKind, o.Namespace), translator))))
 	return reconciler.New(opts...)
 }
 

@@ -15,7 +15,7 @@ import (
 
 // firstInstall is the KubeFledged, among items, that may install
 // kube-fledged: the oldest one not being deleted, then by namespace and
-// name, so that every reconcile of every CR agrees without writing anything.
+// name (all in one namespace now, but the order must not depend on it), so that every reconcile of every CR agrees without writing anything.
 func firstInstall(items []unstructured.Unstructured) *unstructured.Unstructured {
 	var first *unstructured.Unstructured
 	for i := range items {
@@ -41,16 +41,37 @@ func before(a, b *unstructured.Unstructured) bool {
 	return a.GetName() < b.GetName()
 }
 
+// ownNamespace refuses the values of every KubeFledged outside ns, the
+// operator's own namespace. A KubeFledged's values decide what runs as root
+// on every node (the Jobs' images, the delete Jobs' ServiceAccount, the
+// controller's flags), and under OLM the edit and admin roles of every
+// namespace in the OperatorGroup's scope may write KubeFledged: only the
+// operator's namespace is surely the admin's. The refusal is the
+// reconciler's Irreconcilable condition with this message, at the CR the
+// user made; nothing is installed from it.
+func ownNamespace(ns string, next values.Translator) values.Translator {
+	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
+		if obj.GetNamespace() != ns {
+			return nil, fmt.Errorf("ignored: the operator installs kube-fledged only from a KubeFledged in its own namespace, %s, "+
+				"not from one in %s: a KubeFledged decides what runs as root on every node, and another namespace's editors could write it "+
+				"(docs/security.md); create it in %s", ns, obj.GetNamespace(), ns)
+		}
+		return next.Translate(ctx, obj)
+	})
+}
+
 // oneInstall refuses the values of every KubeFledged but the first one in
-// the cluster. Two releases would run two controllers that each pull
-// everything (the controllers' own claim keeps the second standing by, see
-// internal/claim); the refusal tells the user at the CR they just made, as
-// the reconciler's Irreconcilable condition with this message. The first
-// one gone, the next reconcile of the other installs it.
+// the operator's namespace. Two releases would run two controllers that
+// each pull everything (the controllers' own claim keeps the second
+// standing by, see internal/claim); the refusal tells the user at the CR
+// they just made, as the reconciler's Irreconcilable condition with this
+// message. The first one gone, the next reconcile of the other installs it.
 //
-// list reads every KubeFledged in the cluster. When the operator may not
-// list them cluster-wide (an OLM install scoped to its own namespace), it
-// cannot know: the check is skipped and the controllers' claim remains.
+// list reads the KubeFledged resources of that namespace only: one
+// elsewhere installs nothing (ownNamespace), so it must not keep the
+// admin's from installing either. Should the operator not be allowed to
+// list them, it cannot know: the check is skipped and the controllers'
+// claim remains.
 func oneInstall(list func(context.Context) ([]unstructured.Unstructured, error), next values.Translator) values.Translator {
 	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
 		items, err := list(ctx)
@@ -69,12 +90,12 @@ func oneInstall(list func(context.Context) ([]unstructured.Unstructured, error),
 	})
 }
 
-// lister lists every object of gvk through c.
-func lister(c client.Reader, gvk schema.GroupVersionKind) func(context.Context) ([]unstructured.Unstructured, error) {
+// lister lists the objects of gvk in namespace ns through c.
+func lister(c client.Reader, gvk schema.GroupVersionKind, ns string) func(context.Context) ([]unstructured.Unstructured, error) {
 	return func(ctx context.Context) ([]unstructured.Unstructured, error) {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, l); err != nil {
+		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
 		return l.Items, nil

@@ -72,3 +72,42 @@ func TestOneInstall(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnNamespace(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	listed := 0
+	chain := ownNamespace("kube-fledged", oneInstall(func(context.Context) ([]unstructured.Unstructured, error) {
+		listed++
+		return nil, nil
+	}, values.TranslatorFunc(func(_ context.Context, u *unstructured.Unstructured) (chartutil.Values, error) {
+		return specOf(u)
+	})))
+	for _, tc := range []struct {
+		name    string
+		obj     unstructured.Unstructured
+		wantErr string
+	}{
+		{name: "the operator's namespace installs", obj: kf("kube-fledged", "kubefledged", t0, false)},
+		{name: "a tenant's namespace is ignored, naming both", obj: kf("team-a", "kubefledged", t0, false),
+			wantErr: "ignored: the operator installs kube-fledged only from a KubeFledged in its own namespace, kube-fledged, not from one in team-a"},
+		{name: "a namespace that starts like it is another", obj: kf("kube-fledged-x", "kubefledged", t0, false),
+			wantErr: "not from one in kube-fledged-x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listed = 0
+			vals, err := chain.Translate(context.Background(), &tc.obj)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Translate = %v, %v; want an error with %q", vals, err, tc.wantErr)
+				}
+				if listed != 0 {
+					t.Errorf("an ignored KubeFledged was weighed against the installs (listed %d times)", listed)
+				}
+				return
+			}
+			if err != nil || vals["k"] != "v" {
+				t.Fatalf("Translate = %v, %v; want the spec", vals, err)
+			}
+		})
+	}
+}

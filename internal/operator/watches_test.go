@@ -45,8 +45,12 @@ func TestLoadWatchesRelatedImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ws[0].OverrideValues["image.reference"]; got != ref {
-		t.Errorf("image.reference override = %q, want %q", got, ref)
+	// The helper image runs as root on every node: the operator's
+	// deployment names it, whatever a KubeFledged says.
+	for _, key := range []string{"image.reference", "controller.helperImage"} {
+		if got := ws[0].OverrideValues[key]; got != ref {
+			t.Errorf("%s override = %q, want %q", key, got, ref)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubefledged/kube-fledged/internal/jobs"
 )
 
 // State of one work item.
@@ -293,4 +295,24 @@ func nonEmpty(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// Deleted reads what a delete Job that succeeded (o) did: when its helper
+// kept the image on the node (a container there uses it, or it is pinned),
+// the outcome stays Succeeded with the helper's reason and message, which
+// Summarise lists in status.kept. A pod without that report removed the
+// image, or had none to remove (and a kwok node's pods run no helper).
+func Deleted(o Outcome, pods []corev1.Pod) Outcome {
+	pod := newest(pods)
+	if o.State != Succeeded || pod == nil {
+		return o
+	}
+	for _, cs := range allStatuses(pod) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			if reason, msg, ok := jobs.ParseKept(t.Message); ok {
+				return Outcome{State: Succeeded, Reason: reason, Message: truncate(msg, MaxMessage)}
+			}
+		}
+	}
+	return o
 }

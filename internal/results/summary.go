@@ -22,6 +22,9 @@ type Summary struct {
 	Status   v1alpha2.ImageCacheActionStatus
 	Message  string
 	Failures map[string]v1alpha2.NodeReasonMessageList
+	// Kept are the deletes that left their image on the node, and why
+	// (Deleted): successes, not failures.
+	Kept map[string]v1alpha2.NodeReasonMessageList
 }
 
 // Unrun are the pairs of an operation that got no Job.
@@ -60,19 +63,28 @@ func Summarise(items []Item, unrun Unrun, purge bool) Summary {
 		}
 	}
 	failures := map[string]v1alpha2.NodeReasonMessageList{}
+	var kept map[string]v1alpha2.NodeReasonMessageList
 	for _, it := range items {
 		if it.Outcome.State == Succeeded {
+			if it.Outcome.Reason != "" {
+				if kept == nil {
+					kept = map[string]v1alpha2.NodeReasonMessageList{}
+				}
+				kept[it.Image] = append(kept[it.Image], v1alpha2.NodeReasonMessage{Node: it.Node, Reason: it.Outcome.Reason, Message: it.Outcome.Message})
+			}
 			continue
 		}
 		failures[it.Image] = append(failures[it.Image], v1alpha2.NodeReasonMessage{
 			Node: it.Node, Reason: nonEmpty(it.Outcome.Reason, "Unknown"), Message: it.Outcome.Message,
 		})
 	}
-	for img := range failures {
-		l := failures[img]
-		sort.Slice(l, func(i, j int) bool { return l[i].Node < l[j].Node })
+	for _, m := range []map[string]v1alpha2.NodeReasonMessageList{failures, kept} {
+		for img := range m {
+			l := m[img]
+			sort.Slice(l, func(i, j int) bool { return l[i].Node < l[j].Node })
+		}
 	}
-	s := Summary{Status: v1alpha2.ImageCacheActionStatusSucceeded, Message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully}
+	s := Summary{Status: v1alpha2.ImageCacheActionStatusSucceeded, Message: v1alpha2.ImageCacheMessageImagesPulledSuccessfully, Kept: kept}
 	if purge {
 		s.Message = v1alpha2.ImageCacheMessageImagesDeletedSuccessfully
 	}

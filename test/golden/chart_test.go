@@ -265,6 +265,30 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 	}
 }
 
+// controller.extraArgs may add flags but never repeat one the chart renders
+// from its values (the last of two wins): every rendered flag, in each form
+// Go's flag package reads, is refused at render with a message naming it.
+func TestExtraArgsRepeatNoRenderedFlag(t *testing.T) {
+	c := loadChart(t)
+	rendered := flags(t, deployment(t, render(t, c, "defaults")))
+	if len(rendered) < 30 {
+		t.Fatalf("only %d flags rendered by default", len(rendered))
+	}
+	for flag := range rendered {
+		name := strings.TrimPrefix(flag, "--")
+		for _, extra := range [][]interface{}{{flag + "=x"}, {"-" + name + "=x"}, {flag, "x"}, {"-" + name}} {
+			_, err := Render(c, map[string]interface{}{"controller": map[string]interface{}{"extraArgs": extra}})
+			if err == nil || !strings.Contains(err.Error(), "repeats "+flag+", which the chart sets from its values") {
+				t.Errorf("extraArgs %q: %v", extra, err)
+			}
+		}
+	}
+	if _, err := Render(c, map[string]interface{}{"controller": map[string]interface{}{
+		"extraArgs": []interface{}{"--kube-api-qps=50", "--v=2"}}}); err != nil {
+		t.Errorf("flags the chart does not render are refused: %v", err)
+	}
+}
+
 // Cases whose Deployment flags must differ from the defaults in just these.
 func TestFlagsPerCase(t *testing.T) {
 	c := loadChart(t)

@@ -133,6 +133,11 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	var dropped int32
 	st.Failures, dropped = cachestatus.BoundFailures(e.failures, limit)
 	st.FailuresOmitted = e.omitted + dropped
+	if op.kind != plan.NewNodes {
+		// What the latest deletes left on the nodes; a new-node
+		// operation deletes nothing and leaves the record as it was.
+		st.Kept, st.KeptOmitted = cachestatus.BoundFailures(e.sum.Kept, cachestatus.MaxFailures)
+	}
 	now := metav1.NewTime(r.Clock.Now())
 	st.CompletionTime = &now
 	st.Counts = e.counts.DeepCopy()
@@ -148,6 +153,9 @@ func (r *Reconciler) finalStatus(st *v1alpha2.ImageCacheStatus, op *operation, w
 	}
 	if dropped > 0 {
 		detail += fmt.Sprintf(" (%d failures left out of status.failures for size)", dropped)
+	}
+	if n := keptPairs(e.sum.Kept); n > 0 {
+		detail += fmt.Sprintf("; %d delete(s) kept the image, in use or pinned on the node (status.kept)", n)
 	}
 	ready := results.Ready(st.Status, cachestatus.FailureCount(st), e.lacking, detail)
 	cachestatus.SetEndConditions(st, string(op.kind), detail, ready, op.generation)
@@ -336,4 +344,13 @@ func (r *Reconciler) coverageAfter(key types.NamespacedName, op *operation) map[
 		return out
 	}
 	return op.eligible
+}
+
+// keptPairs counts the (image, node) pairs a delete kept.
+func keptPairs(kept map[string]v1alpha2.NodeReasonMessageList) int {
+	n := 0
+	for _, l := range kept {
+		n += len(l)
+	}
+	return n
 }

@@ -55,3 +55,42 @@ func TestPurge(t *testing.T) {
 		"Normal ImageCachePurge "+v1alpha2.ImageCacheMessagePurgingCache,
 		"Warning ImageCachePurge "+v1alpha2.ImageCacheMessageImageDeleteFailedForSomeImages))
 }
+
+// A delete Job whose helper kept its image (a container on the node uses
+// it, or it is pinned) is a success named in status.kept, not a failure;
+// the Event says how many were kept. The next operation that deletes
+// nothing, a refresh, drops the record.
+func TestPurgeKept(t *testing.T) {
+	const used, idle = "nginx:1.25", "redis:7"
+	g := NewWithT(t)
+	h := newHarness(t, Config{Granularity: jobs.PerImage}, node("n1"), imageCache("c", used, idle))
+	h.succeed("c")
+	h.annotate("c", v1alpha2.PurgeAnnotation, "")
+	h.events()
+	h.settleDown("c")
+
+	why := "image nginx:1.25 (sha256:1) is used by 1 container(s) on this node that have not exited (shop/web-1/app): kept"
+	j := h.job("c", used, "n1")
+	h.containerStates(j, corev1.PodSucceeded, map[string]corev1.ContainerState{j.Spec.Template.Spec.Containers[0].Image: {
+		Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: jobs.KeptReport(v1alpha2.KeptReasonInUse, why)}}})
+	h.complete("c", used, "n1")
+	h.complete("c", idle, "n1")
+	h.settleDown("c")
+
+	st := h.status("c")
+	g.Expect(outcomeOf(st)).To(Equal(outcome{v1alpha2.ImageCacheActionStatusSucceeded,
+		v1alpha2.ImageCacheReasonImageCachePurge, v1alpha2.ImageCacheMessageImagesDeletedSuccessfully}))
+	g.Expect(st.Failures).To(BeEmpty())
+	g.Expect(st.Kept).To(Equal(map[string]v1alpha2.NodeReasonMessageList{used: {{Node: "n1", Reason: v1alpha2.KeptReasonInUse, Message: why}}}))
+	g.Expect(st.Counts.Succeeded).To(Equal(int32(2)))
+	g.Expect(h.events()).To(HaveExactElements(
+		"Normal ImageCachePurge "+v1alpha2.ImageCacheMessagePurgingCache,
+		"Normal ImageCachePurge "+v1alpha2.ImageCacheMessageImagesDeletedSuccessfully+"; 1 delete(s) kept the image, in use or pinned on the node (status.kept)"))
+
+	h.annotate("c", v1alpha2.RefreshAnnotation, "")
+	h.settleDown("c")
+	h.completeAll("c")
+	h.settleDown("c")
+	g.Expect(h.status("c").Reason).To(Equal(v1alpha2.ImageCacheReasonImageCacheRefresh))
+	g.Expect(h.status("c").Kept).To(BeNil())
+}

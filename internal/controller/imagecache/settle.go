@@ -215,6 +215,9 @@ func (s *settlement) outcomes(j *jobRecord, obj *batchv1.Job, open []int, expire
 			// once, as in a node Job; one whose registry may heal
 			// waits for the kubelet's next attempt.
 			o = results.BeforeDeadline(s.podsOf(job))
+		case o.State == results.Succeeded && s.op.table.pairs[open[0]].work.Kind == jobs.Delete:
+			// It may have kept the image: in use, or pinned.
+			o = results.Deleted(o, s.podsOf(job))
 		}
 		outs[0] = o
 	}

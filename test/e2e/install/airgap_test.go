@@ -144,7 +144,8 @@ func TestAirGapped(t *testing.T) {
 
 	t.Run("kustomize", func(t *testing.T) {
 		since := forgetOurImage(t)
-		const ns = "airgap-kustomize"
+		// config/default's, the operator's: it installs from a KubeFledged there only.
+		const ns = "kube-fledged-system"
 		overlay := kustomizeOverlay(t)
 		begin := time.Now()
 		kustomizeApply(t, overlay, "apply", "--server-side")
@@ -153,11 +154,6 @@ func TestAirGapped(t *testing.T) {
 		framework.WaitEstablished(NewWithT(t), k8s, "kubefledgeds.charts.helm.kubefledged.io", readyTimeout)
 		kf, err := framework.SampleKubeFledged(ns)
 		if err != nil {
-			t.Fatal(err)
-		}
-		nsObj := &corev1.Namespace{}
-		nsObj.Name = ns
-		if err := k8s.Create(context.Background(), nsObj); err != nil {
 			t.Fatal(err)
 		}
 		for field, v := range map[string]string{"jobRetentionPolicy": "retain", "criSocketPath": node.CRISocket()} {

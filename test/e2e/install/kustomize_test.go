@@ -22,7 +22,8 @@ import (
 // (config/default); the sample KubeFledged makes the operator render the controller; an
 // edit of the resource's jobRetentionPolicy changes the controller.
 const (
-	kustomizeNamespace = "kube-fledged"
+	// The operator's (config/default's): it installs from a KubeFledged there only.
+	kustomizeNamespace = "kube-fledged-system"
 	// The release is named after the resource, and a release name holding the chart's
 	// name is the chart's fullname: the controller is <fullname>-controller.
 	kustomizeRelease = "kubefledged"

@@ -26,8 +26,9 @@ import (
 // same kustomization, rendered in-process; `make deploy` only changes the
 // image) and runs the operator as its Deployment says. Without OLM there is
 // no olm.targetNamespaces annotation, so the operator watches every
-// namespace: this is the all-namespaces case, with the KubeFledged in a
-// namespace of its own. Then it removes everything as `make undeploy` does.
+// namespace: this is the all-namespaces case, with the KubeFledged in the
+// operator's own namespace, the only one it installs from. Then it removes
+// everything as `make undeploy` does.
 func TestKustomizeDeploy(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -64,9 +65,7 @@ func TestKustomizeDeploy(t *testing.T) {
 	}
 	g.Expect(dep).NotTo(BeNil(), "config/default has no Deployment")
 
-	crNamespace := "kf-deploy-" + utilrand.String(5)
-	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crNamespace}})).To(Succeed())
-	cr, err := framework.SampleKubeFledged(crNamespace)
+	cr, err := framework.SampleKubeFledged(dep.Namespace)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	runOperatorPod(t, dep, cr)

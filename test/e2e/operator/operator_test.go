@@ -78,9 +78,9 @@ func namespace(t *testing.T) string {
 	return ns
 }
 
-// startOperator runs operator.Run until the test ends and checks it stops
-// cleanly.
-func startOperator(t *testing.T) {
+// startOperator runs operator.Run, its own namespace ns, until the test ends
+// and checks it stops cleanly.
+func startOperator(t *testing.T, ns string) {
 	t.Helper()
 	if testing.Verbose() {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
@@ -89,6 +89,7 @@ func startOperator(t *testing.T) {
 	}
 	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
 		WatchesFile:             filepath.Join(repo, "watches.yaml"),
+		Namespace:               ns,
 		LeaderElect:             false,
 		MetricsAddr:             "0",
 		ProbeAddr:               "0",
@@ -216,9 +217,8 @@ func TestOperator(t *testing.T) {
 	g := NewWithT(t)
 	k8s = newClient(t)
 	g.Expect(framework.InstallCRDs(context.Background(), sandbox.Get().Config(), framework.KubeFledgedCRD, framework.ImageCacheCRD)).To(Succeed())
-	startOperator(t)
-
 	ns := namespace(t)
+	startOperator(t, ns)
 	key := client.ObjectKey{Namespace: ns, Name: release}
 	var byOperator *appsv1.Deployment
 	bundle := selfSignedPEM(t)
@@ -246,25 +246,41 @@ func TestOperator(t *testing.T) {
 		t.Logf("sample CR deployed in %s", time.Since(begin).Round(time.Millisecond))
 	})
 
-	t.Run("a second KubeFledged in the cluster is refused in its status", func(t *testing.T) {
+	// Each refused in its status, with no controller installed from it, and
+	// deleted as any other.
+	refused := func(t *testing.T, cr *unstructured.Unstructured, controller, want string) {
 		g := NewWithT(t)
-		other := namespace(t)
-		second, err := framework.SampleKubeFledged(other)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(k8s.Create(context.Background(), second)).To(Succeed())
+		g.Expect(k8s.Create(context.Background(), cr)).To(Succeed())
 		g.Eventually(func(g Gomega) {
-			g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(second), second)).To(Succeed())
-			st, reason, msg := framework.Condition(second, "Irreconcilable")
-			g.Expect(st).To(Equal("True"), "status: %v", second.Object["status"])
+			g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(cr), cr)).To(Succeed())
+			st, reason, msg := framework.Condition(cr, "Irreconcilable")
+			g.Expect(st).To(Equal("True"), "status: %v", cr.Object["status"])
 			g.Expect(reason).To(Equal("ErrorGettingValues"))
-			g.Expect(msg).To(ContainSubstring("kube-fledged is already installed in this cluster by KubeFledged " + ns + "/" + release))
+			g.Expect(msg).To(ContainSubstring(want))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 		g.Expect(apierrors.IsNotFound(k8s.Get(context.Background(),
-			client.ObjectKey{Namespace: other, Name: release + "-controller"}, &appsv1.Deployment{}))).To(BeTrue(), "the second CR installed a controller")
-		g.Expect(k8s.Delete(context.Background(), second)).To(Succeed())
+			client.ObjectKey{Namespace: cr.GetNamespace(), Name: controller}, &appsv1.Deployment{}))).To(BeTrue(), "the refused CR installed a controller")
+		g.Expect(k8s.Delete(context.Background(), cr)).To(Succeed())
 		g.Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(second), second))
+			return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(cr), cr))
 		}).WithTimeout(timeout).WithPolling(poll).Should(BeTrue(), "the refused CR could not be deleted")
+	}
+
+	t.Run("a second KubeFledged in the operator's namespace is refused in its status", func(t *testing.T) {
+		second, err := framework.SampleKubeFledged(ns)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		second.SetName("second")
+		refused(t, second, "second-kubefledged-controller", "kube-fledged is already installed in this cluster by KubeFledged "+ns+"/"+release)
+	})
+
+	// Under OLM a namespace editor may write a KubeFledged (aggregated
+	// roles); its values would choose what runs as root on the nodes.
+	t.Run("a KubeFledged in another namespace is ignored in its status", func(t *testing.T) {
+		other := namespace(t)
+		tenant, err := framework.SampleKubeFledged(other)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		refused(t, tenant, release+"-controller", "ignored: the operator installs kube-fledged only from a KubeFledged in its own namespace, "+
+			ns+", not from one in "+other)
 	})
 
 	t.Run("editing the CR to retain updates the args and keeps the injected caBundle", func(t *testing.T) {

@@ -143,7 +143,7 @@ func startOperator(t *testing.T, w *world) *running {
 	r := &running{probe: "http://" + probe, done: make(chan error, 1)}
 	go func() {
 		r.done <- operator.Run(ctx, as(operatorNS, operatorSA), operator.Options{
-			WatchesFile: filepath.Join(w.root, "watches.yaml"), LeaderElect: true, LeaderElectionNamespace: operatorNS,
+			WatchesFile: filepath.Join(w.root, "watches.yaml"), Namespace: operatorNS, LeaderElect: true, LeaderElectionNamespace: operatorNS,
 			MetricsAddr: "0", ProbeAddr: probe, MaxConcurrentReconciles: 2, MaxReleaseHistory: 3,
 		})
 	}()

@@ -150,6 +150,7 @@ func runOurOperator(t *testing.T, g Gomega, c client.Client, ns, name string) {
 	g.Expect(framework.LogToFile(filepath.Join(sandbox.Get().Dir(), "upgrade.log"))).To(Succeed())
 	helmop.RunOperator(t, sandbox.Get().Config(), operator.Options{
 		WatchesFile:             filepath.Join(repo, "watches.yaml"),
+		Namespace:               ns,
 		MetricsAddr:             "0",
 		ProbeAddr:               "0",
 		MaxConcurrentReconciles: 1,

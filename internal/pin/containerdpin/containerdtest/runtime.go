@@ -20,8 +20,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubefledged/kube-fledged/internal/pin"
 )
 
 // Runtime answers CRI ImageStatus and RemoveImage from a table and keeps
@@ -69,6 +72,7 @@ func Serve(t *testing.T, r *Runtime, containerd bool) string {
 	}
 	srv := grpc.NewServer()
 	runtimeapi.RegisterImageServiceServer(srv, r)
+	runtimeapi.RegisterRuntimeServiceServer(srv, runtimeServer{})
 	if containerd {
 		imagesapi.RegisterImagesServer(srv, r)
 		versionapi.RegisterVersionServer(srv, versionServer{r: r})
@@ -89,10 +93,34 @@ func (v versionServer) Version(context.Context, *emptypb.Empty) (*versionapi.Ver
 	return &versionapi.VersionResponse{Version: v.r.versionOf()}, nil
 }
 
+// ImageStatus reports the CRI image, pinned when any of its records carries
+// the runtime's pinned label, as containerd's CRI plugin derives it.
 func (r *Runtime) ImageStatus(_ context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
-	return &runtimeapi.ImageStatusResponse{Image: r.CRI[req.GetImage().GetImage()]}, nil
+	img := r.CRI[req.GetImage().GetImage()]
+	if img == nil {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	out := proto.Clone(img).(*runtimeapi.Image)
+	for _, n := range append(append([]string{img.GetId()}, img.GetRepoTags()...), img.GetRepoDigests()...) {
+		if r.Records[n][pin.RuntimeLabel] == pin.RuntimeValue {
+			out.Pinned = true
+		}
+	}
+	return &runtimeapi.ImageStatusResponse{Image: out}, nil
+}
+
+// runtimeServer is CRI's runtime service of a node that runs no
+// containers (apart from Runtime, whose Version field would hide the
+// service's Version method).
+type runtimeServer struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+}
+
+// ListContainers lists none.
+func (runtimeServer) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	return &runtimeapi.ListContainersResponse{}, nil
 }
 
 // RemoveImage drops the CRI image and every record of it, as containerd's

@@ -72,7 +72,7 @@ func TestOperatorKilledDuringUpgrade(t *testing.T) {
 	start := func() *chaos.Process {
 		n++
 		p, err := chaos.Start(fmt.Sprintf("operator-%02d", n), e.Bin, []string{"operator",
-			"--watches-file", "watches.yaml", "--leader-elect=false", "--kubeconfig", e.SB.KubeconfigPath(),
+			"--watches-file", "watches.yaml", "--namespace", ns, "--leader-elect=false", "--kubeconfig", e.SB.KubeconfigPath(),
 			"--metrics-bind-address=0", "--health-probe-bind-address=0"}, e.Root, filepath.Join(e.LogDir, fmt.Sprintf("operator-%02d.log", n)))
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { p.Kill() })
