@@ -183,7 +183,9 @@ TOOL_MODULES += OLM_VERSION:olm:github.com/operator-framework/operator-lifecycle
 	GRPC_HEALTH_PROBE_VERSION:olm:github.com/grpc-ecosystem/grpc-health-probe
 
 # OLM_BINS NAME:PACKAGE:VERSION, all five built by one go command, which
-# compiles the packages they share once; each is stamped with its version.
+# compiles the packages they share once (and names each binary after its
+# package's last element: grpc-health-probe); each is stamped with its
+# version.
 OLM_BINS = opm:github.com/operator-framework/operator-registry/cmd/opm:$(OPM_VERSION) \
 	olm:github.com/operator-framework/operator-lifecycle-manager/cmd/olm:$(OLM_VERSION) \
 	catalog:github.com/operator-framework/operator-lifecycle-manager/cmd/catalog:$(OLM_VERSION) \
@@ -196,7 +198,7 @@ $(foreach b,$(OLM_BINS),$(call olm-bin-file,$(b))) &:
 	rm -rf $(OLM_BUILD) && mkdir -p $(OLM_BUILD)
 	$(OLM_TOOLS_BUILD) -ldflags='-s -w $(OLM_VERSION_LDFLAGS) -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)' \
 		-o $(OLM_BUILD)/ $(foreach b,$(OLM_BINS),$(word 2,$(subst :, ,$(b))))
-	$(foreach b,$(OLM_BINS),mv $(OLM_BUILD)/$(word 1,$(subst :, ,$(b))) $(call olm-bin-file,$(b));)
+	$(foreach b,$(OLM_BINS),mv $(OLM_BUILD)/$(notdir $(word 2,$(subst :, ,$(b)))) $(call olm-bin-file,$(b));)
 	rm -rf $(OLM_BUILD)
 $(foreach b,$(OLM_BINS),$(eval $(call versioned-link,$(word 1,$(subst :, ,$(b))),$(word 3,$(subst :, ,$(b))))))
 

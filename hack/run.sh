@@ -219,7 +219,10 @@ for _ in $(seq 1 240); do
   if settled; then break; fi
   sleep 1
 done
-[ "$mode" = cluster ] || kubectl get kubefledgeds.charts.helm.kubefledged.io -A
+# The sample KubeFledged is in the operator's namespace.
+kf_ns=kube-fledged
+if [ "$mode" = real ]; then kf_ns=kube-fledged-system; fi
+[ "$mode" = cluster ] || kubectl get kubefledgeds.charts.helm.kubefledged.io -n "$kf_ns"
 kubectl get ic -n kube-fledged
 kubectl get ic -n kube-fledged imagecache-failing -o jsonpath='{range .status.failures.*}{range .*}{.node}: {.reason}: {.message}{"\n"}{end}{end}' || true
 [ -n "${RUN_UNTIL_SETTLED:-}" ] && exit 0

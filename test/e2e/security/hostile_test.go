@@ -357,7 +357,8 @@ func TestHostileInput(t *testing.T) {
 	g.Expect(st.Status.Status).To(Equal(v1alpha2.ImageCacheActionStatusSucceeded))
 	kf := &unstructured.Unstructured{}
 	kf.SetGroupVersionKind(operator.KubeFledgedGVK)
-	kf.SetNamespace(ns)
+	// In the operator's namespace: it installs from no other.
+	kf.SetNamespace(operatorNS)
 	kf.SetName("good")
 	// Without the webhook registration: its Service would not route in the
 	// sandbox, and failurePolicy Fail would then refuse every ImageCache.
