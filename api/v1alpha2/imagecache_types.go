@@ -248,7 +248,7 @@ type ImageCacheStatus struct {
 	RefreshedTime *metav1.Time `json:"refreshedTime,omitempty"`
 	// SkippedNodes are the nodes a list selects but the latest operation
 	// left out, by reason: Cordoned, NotReady, TaintNotTolerated, NotLinux,
-	// UnsupportedArch.
+	// UnsupportedArch, VirtualNode.
 	// +optional
 	// +listType=map
 	// +listMapKey=reason
@@ -371,6 +371,9 @@ const (
 	// SkipUnsupportedArch: the node's kubernetes.io/arch is one our image
 	// holds no binary for (internal/platform), so its Jobs could never start.
 	SkipUnsupportedArch = "UnsupportedArch"
+	// SkipVirtualNode: a virtual kubelet's node (EKS Fargate, AKS virtual
+	// nodes, virtual-kubelet), which keeps no images for later pods.
+	SkipVirtualNode = "VirtualNode"
 )
 
 // Why a delete left an image on a node (status.kept).

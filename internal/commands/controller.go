@@ -177,7 +177,8 @@ func (o *ControllerOptions) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Deadline, "image-pull-deadline-duration", "how long an operation's Jobs may run before unfinished ones are settled as failed")
 	fs.Var(&o.RefreshEvery, "image-cache-refresh-frequency", "how often every cache is refreshed; 0s turns periodic refresh off")
 	fs.Var(o.PullPolicy, "image-pull-policy", "pull policy of the pull Jobs: IfNotPresent or Always")
-	fs.StringVar(&o.ServiceAccountName, "service-account-name", "", "ServiceAccount the Jobs run as (default: none, no token mounted)")
+	fs.StringVar(&o.ServiceAccountName, "service-account-name", "", "ServiceAccount the pull Jobs run as in each cache's namespace, its token mounted unless it says otherwise "+
+		"(default: the namespace's default ServiceAccount, no token mounted); the delete Jobs run as --delete-job-service-account")
 	fs.BoolVar(&o.DeleteHostNetwork, "image-delete-job-host-network", false, "run the delete Jobs in the host network")
 	fs.StringVar(&o.DeleteJobNamespace, "delete-job-namespace", o.DeleteJobNamespace, "namespace the delete Jobs run in, which must admit privileged pods "+
 		"(default: the controller's, $KUBEFLEDGED_NAMESPACE); empty runs them in each cache's namespace, as the original did")

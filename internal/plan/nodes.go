@@ -15,8 +15,9 @@ import (
 // Skip says why a list's pull Jobs may not run on a node that matches its
 // selector, or "" when they may. Cordoned and NotReady nodes are left out (a
 // Job there would only hang until the deadline, #205, #207); so is a node
-// that is not Linux (our helpers are Linux binaries) or whose architecture
-// our image holds no binary for (its Jobs could never start), and, with tolerations,
+// that is not Linux (our helpers are Linux binaries), whose architecture
+// our image holds no binary for (its Jobs could never start) or that is
+// virtual (it keeps no images for later pods), and, with tolerations,
 // a node with a NoSchedule or NoExecute taint they do not tolerate.
 func Skip(n *corev1.Node, l *v1alpha2.CacheSpecImages) string { return SkipWith(n, l, nil) }
 
@@ -30,6 +31,8 @@ func SkipWith(n *corev1.Node, l *v1alpha2.CacheSpecImages, startup *StartupTaint
 		return v1alpha2.SkipNotLinux
 	case !ArchSupported(n):
 		return v1alpha2.SkipUnsupportedArch
+	case Virtual(n):
+		return v1alpha2.SkipVirtualNode
 	case !Ready(n):
 		return v1alpha2.SkipNotReady
 	case n.Spec.Unschedulable:
@@ -89,6 +92,24 @@ func ArchSupported(n *corev1.Node) bool {
 		arch = n.Status.NodeInfo.Architecture
 	}
 	return arch == "" || platform.HoldsArch(arch)
+}
+
+// Virtual says whether the node is a virtual kubelet's, which runs each pod
+// in a sandbox of its own with no image store a later pod shares: EKS
+// Fargate (eks.amazonaws.com/compute-type=fargate), AKS virtual nodes and
+// other virtual-kubelet providers (the label type=virtual-kubelet, or their
+// virtual-kubelet.io/provider taint). A pull Job there caches nothing, and
+// fails or is billed; a delete Job cannot reach a runtime socket.
+func Virtual(n *corev1.Node) bool {
+	if n.Labels["eks.amazonaws.com/compute-type"] == "fargate" || n.Labels["type"] == "virtual-kubelet" {
+		return true
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == "virtual-kubelet.io/provider" {
+			return true
+		}
+	}
+	return false
 }
 
 // Ready says whether the node's Ready condition is True.

@@ -66,6 +66,8 @@ func TestBuild(t *testing.T) {
 	unserved := []corev1.Node{arch("riscv", "riscv64", "riscv64"), arch("mips", "", "mips64le"), arch("relabelled", "loong64", "amd64")}
 	allArches := append(append([]corev1.Node{}, served...), unserved...)
 	windowsARM := node("win-arm", map[string]string{"kubernetes.io/os": "windows", "kubernetes.io/arch": "riscv64"})
+	virtualTainted := node("vk", nil)
+	virtualTainted.Spec.Taints = []corev1.Taint{{Key: "virtual-kubelet.io/provider", Value: "azure", Effect: corev1.TaintEffectNoSchedule}}
 	riscvOnly := arch("riscv-only", "riscv64", "riscv64")
 	riscvOnly.Labels["pool"] = "riscv"
 	gpu := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
@@ -131,6 +133,20 @@ func TestBuild(t *testing.T) {
 				Nodes: []corev1.Node{nodes[0], riscvOnly}},
 			wantSkipped: 1, wantSkippedBy: map[string]string{"riscv-only": "UnsupportedArch"},
 			wantUnmatched: []string{"cacheSpec[0] (nodeSelector pool=riscv) matches 1 node(s), none eligible: 1 UnsupportedArch"},
+		},
+		{
+			name: "virtual nodes are skipped, by label or by taint, for pulls and deletes alike",
+			in: Input{Op: Create, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: []corev1.Node{nodes[0],
+				node("fargate", map[string]string{"eks.amazonaws.com/compute-type": "fargate"}),
+				node("aci", map[string]string{"type": "virtual-kubelet"}), virtualTainted}},
+			want: []string{"pull redis:7 a"}, wantSkipped: 3,
+			wantSkippedBy: map[string]string{"fargate": "VirtualNode", "aci": "VirtualNode", "vk": "VirtualNode"},
+		},
+		{
+			name:        "a purge leaves out virtual nodes: no runtime socket there",
+			in:          Input{Op: Purge, Spec: spec(v1alpha2.CacheSpecImages{Images: []string{"redis:7"}}), Nodes: []corev1.Node{nodes[0], virtualTainted}},
+			want:        []string{"delete redis:7 a"},
+			wantSkipped: 1, wantSkippedBy: map[string]string{"vk": "VirtualNode"},
 		},
 		{
 			name:        "a Windows node is NotLinux whatever its architecture",

@@ -66,13 +66,16 @@ type Input struct {
 // cordoned nodes: those still hold the images, and the original's Jobs
 // reached them. A node that is not Ready is not skipped but unreachable
 // (see Plan.Unreachable); one that is not Linux, or of an architecture our
-// image does not hold, never got our images and could not run the Job.
+// image does not hold, or virtual, never got our images and could not run
+// the Job.
 func skipDelete(n *corev1.Node, _ *v1alpha2.CacheSpecImages) string {
 	switch {
 	case !Linux(n):
 		return v1alpha2.SkipNotLinux
 	case !ArchSupported(n):
 		return v1alpha2.SkipUnsupportedArch
+	case Virtual(n):
+		return v1alpha2.SkipVirtualNode
 	}
 	return ""
 }

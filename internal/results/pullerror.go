@@ -101,6 +101,24 @@ var permanentWords = []string{
 	"code = permissiondenied",
 	"code = unauthenticated",
 	"insufficient_scope",
+	// The image has no build for the node's platform (missingPlatform).
+	"no image found in manifest list",
+	"no match for platform in manifest",
+}
+
+// ReasonPlatformMissing replaces the kubelet's reason of a pull that failed
+// because the image holds no build for the node's OS and architecture
+// (CRI-O's "no image found in manifest list for architecture …",
+// containerd's "no match for platform in manifest"): no registry, credential
+// or retry fixes that, and ErrImagePull alone sends the reader to the
+// registry.
+const ReasonPlatformMissing = "ImagePlatformMissing"
+
+// missingPlatform says whether a pull error is the image's want of a build
+// for the node's platform.
+func missingPlatform(message string) bool {
+	lower := strings.ToLower(message)
+	return strings.Contains(lower, "no image found in manifest list") || strings.Contains(lower, "no match for platform in manifest")
 }
 
 // transientWords are those of a registry or network that failed for a
@@ -200,6 +218,10 @@ func pullWait(w *corev1.ContainerStateWaiting, what string, expired bool, more [
 		return Outcome{}, false
 	}
 	msg := nonEmpty(w.Message, what+" is waiting: "+w.Reason)
+	if missingPlatform(msg) {
+		return Outcome{State: Failed, Expired: expired, Reason: ReasonPlatformMissing,
+			Message: msg + " (the image has no build for this node's OS and architecture)"}, true
+	}
 	if !expired {
 		if !kind.Heals() {
 			return Outcome{State: Failed, Reason: w.Reason, Message: msg}, true

@@ -33,7 +33,9 @@ func TestClassifyPullMessage(t *testing.T) {
 		{`Back-off pulling image "r/a:1": ErrImagePull: unexpected status from HEAD request to https://r/v2/a/manifests/1: 503 Service Unavailable`, Transient},
 		{`failed to pull and unpack image "127.0.0.1:43659/small-h:v1": failed to resolve reference "127.0.0.1:43659/small-h:v1": pulling from host 127.0.0.1:43659 failed with status code [manifests v1]: 429 Too Many Requests`, Transient},
 		{`failed to resolve reference "r/a:1": pulling from host r failed with status code [manifests 1]: 503 Service Unavailable`, Transient},
-		// Permanent: missing, refused, malformed.
+		// Permanent: missing, refused, malformed, no build for the node's platform.
+		{`rpc error: code = Unknown desc = choosing image instance: no image found in manifest list for architecture "riscv64", variant "", OS "linux"`, Permanent},
+		{`failed to pull and unpack image "r/a:1": no match for platform in manifest: not found`, Permanent},
 		{`failed to resolve reference "r/a:1": pulling from host r failed with status code [manifests 1]: 403 Forbidden`, Permanent},
 		{`rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/library/nope:1": failed to resolve reference "docker.io/library/nope:1": docker.io/library/nope:1: not found`, Permanent},
 		{`failed to pull and unpack image "r/a:1": failed to resolve reference "r/a:1": unexpected status from HEAD request to https://r/v2/a/manifests/1: 404 Not Found`, Permanent},
@@ -129,3 +131,24 @@ func TestPullFailing(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// CRI-O's and containerd's words for an image without a build for the
+// node's platform fail the pair at once, with a reason that says so rather
+// than the kubelet's ErrImagePull, which reads as a registry's fault.
+func TestPullWaitPlatformMissing(t *testing.T) {
+	g := NewWithT(t)
+	for _, msg := range []string{
+		`rpc error: code = Unknown desc = Error choosing image instance: no image found in manifest list for architecture "arm64", variant "v8", OS "linux"`,
+		`failed to pull and unpack image "r/a:1": no match for platform in manifest: not found`,
+	} {
+		for _, expired := range []bool{false, true} {
+			o, ok := pullWait(&corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: msg}, "Pod p", expired, nil)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(o.State).To(Equal(Failed), msg)
+			g.Expect(o.Reason).To(Equal(ReasonPlatformMissing))
+			g.Expect(o.Message).To(And(HavePrefix(msg), HaveSuffix("(the image has no build for this node's OS and architecture)")))
+		}
+	}
+	o, _ := pullWait(&corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "r/a:1: not found"}, "Pod p", false, nil)
+	g.Expect(o.Reason).To(Equal("ErrImagePull"), "a missing tag keeps the kubelet's reason")
+}

@@ -265,6 +265,64 @@ func TestDefaultsRenderEveryControllerFlag(t *testing.T) {
 	}
 }
 
+// The controller and the helm test pod run Linux binaries: they select Linux
+// nodes, whatever else nodeSelector says, unless it names an OS itself.
+func TestPodsSelectLinuxNodes(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		name string
+		vals map[string]interface{}
+		want map[string]string
+	}{
+		{"defaults", nil, map[string]string{"kubernetes.io/os": "linux"}},
+		{"a pool", map[string]interface{}{"nodeSelector": map[string]interface{}{"pool": "system"}},
+			map[string]string{"kubernetes.io/os": "linux", "pool": "system"}},
+		{"an OS named", map[string]interface{}{"nodeSelector": map[string]interface{}{"kubernetes.io/os": "linux-custom"}},
+			map[string]string{"kubernetes.io/os": "linux-custom"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Render(c, tc.vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods := 0
+			for _, m := range out.All() {
+				u := map[string]interface{}{}
+				if err := yaml.Unmarshal([]byte(m.Content), &u); err != nil {
+					t.Fatal(err)
+				}
+				var spec map[string]interface{}
+				switch u["kind"] {
+				case "Deployment":
+					spec, _, _ = unstructuredMap(u, "spec", "template", "spec")
+				case "Pod":
+					spec, _, _ = unstructuredMap(u, "spec")
+				default:
+					continue
+				}
+				pods++
+				got := map[string]string{}
+				if ns, ok := spec["nodeSelector"].(map[string]interface{}); ok {
+					for k, v := range ns {
+						got[k] = fmt.Sprint(v)
+					}
+				}
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("%s %v: nodeSelector %v, want %v", u["kind"], u["metadata"], got, tc.want)
+				}
+			}
+			if pods != 2 {
+				t.Errorf("found %d pod templates, want the controller's and the helm test's", pods)
+			}
+		})
+	}
+}
+
+// unstructuredMap is the map at path in u.
+func unstructuredMap(u map[string]interface{}, path ...string) (map[string]interface{}, bool, error) {
+	return unstructured.NestedMap(u, path...)
+}
+
 // controller.extraArgs may add flags but never repeat one the chart renders
 // from its values (the last of two wins): every rendered flag, in each form
 // Go's flag package reads, is refused at render with a message naming it.

@@ -310,3 +310,12 @@ toleration that already tolerates all of that is not repeated.
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
+
+{{/*
+The chart's pods' node selector, given $ctx: the nodeSelector value, with
+kubernetes.io/os: linux unless it names an OS itself. Our image holds Linux
+binaries only, and a Windows pool without a taint would otherwise take them.
+*/}}
+{{- define "kubefledged.nodeSelector" -}}
+{{- merge (deepCopy (default (dict) .v.nodeSelector)) (dict "kubernetes.io/os" "linux") | toYaml -}}
+{{- end -}}
