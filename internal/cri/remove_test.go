@@ -120,7 +120,7 @@ func TestRemoveImageRefusesTCP(t *testing.T) {
 func container(pod, image, ref string, state runtimeapi.ContainerState) *runtimeapi.Container {
 	return &runtimeapi.Container{Id: pod + "-c", Image: &runtimeapi.ImageSpec{Image: image}, ImageRef: ref, State: state,
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-		Labels: map[string]string{"io.kubernetes.pod.namespace": "shop", "io.kubernetes.pod.name": pod, "io.kubernetes.container.name": "app"}}
+		Labels:   map[string]string{"io.kubernetes.pod.namespace": "shop", "io.kubernetes.pod.name": pod, "io.kubernetes.container.name": "app"}}
 }
 
 // A tenant's purge must not take an image from under what runs on the
